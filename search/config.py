@@ -1,0 +1,74 @@
+"""One settings object for the service, the CLI and the indexer.
+
+Environment variables use the prefix ``FLYSIFT_`` (``FLYSIFT_DATA_DIR``, ``FLYSIFT_CLUSTER_URL``…); a TOML file named
+by ``FLYSIFT_CONFIG`` may set the same keys. Every default works on one machine with the embedded engine.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+def _toml_source() -> dict[str, Any]:
+    path = os.environ.get("FLYSIFT_CONFIG")
+    if not path:
+        return {}
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FLYSIFT_", extra="ignore")
+
+    data_dir: Path = Field(Path("./data"), description="Where the embedded index, builds and the session store live")
+
+    # engine choice: embedded unless a cluster URL is set
+    engine: Literal["embedded", "cluster"] | None = None
+    cluster_url: str | None = Field(None, description="Comma-separated Elasticsearch/OpenSearch URLs")
+    cluster_flavour: Literal["elasticsearch", "opensearch"] = "opensearch"
+    cluster_api_key: str | None = None
+    cluster_username: str | None = None
+    cluster_password: str | None = None
+    cluster_ca_file: Path | None = None
+    cluster_verify_certs: bool = True
+    cluster_timeout_s: float = 30.0
+    cluster_index_prefix: str = "flysift"
+    cluster_shards: int = 1
+    cluster_replicas: int = 0
+    cluster_keep_versions: int = 2
+
+    # request limits
+    max_query_chars: int = 1000
+    max_page_size: int = 100
+    max_offset: int = 10_000
+    default_paper_max_chars: int = 40_000
+
+    # service
+    host: str = "127.0.0.1"
+    port: int = 8000
+    auth: bool = False
+
+    @property
+    def engine_kind(self) -> str:
+        if self.engine:
+            return self.engine
+        return "cluster" if self.cluster_url else "embedded"
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource):
+        class Toml(PydanticBaseSettingsSource):
+            def get_field_value(self, field, field_name):  # pragma: no cover - not used by __call__
+                return None, field_name, False
+
+            def __call__(self) -> dict[str, Any]:
+                return _toml_source()
+
+        return init_settings, env_settings, Toml(settings_cls), file_secret_settings

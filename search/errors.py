@@ -1,0 +1,68 @@
+"""One error type for the whole service; the API turns it into ``{"error": {"code", "message", "details"}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FlysiftError(Exception):
+    """An error an agent or user can act on: a stable ``code``, a readable ``message`` and an HTTP status."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None,
+                 details: dict[str, Any] | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        if status:
+            self.status = status
+        self.details = details or {}
+        self.headers = headers or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class NotFound(FlysiftError):
+    status = 404
+    code = "not_found"
+
+
+class InvalidRequest(FlysiftError):
+    status = 422
+    code = "invalid_request"
+
+
+class LimitExceeded(FlysiftError):
+    status = 422
+    code = "limit_exceeded"
+
+
+class Unavailable(FlysiftError):
+    """The engine (e.g. the search cluster) cannot answer now; clients should retry later."""
+
+    status = 503
+    code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 5, **kw: Any):
+        super().__init__(message, **kw)
+        self.headers.setdefault("Retry-After", str(retry_after))
+
+
+class IndexMissing(FlysiftError):
+    status = 503
+    code = "index_missing"
+
+
+class InputError(FlysiftError):
+    """Bad input record; carries where it came from so the rejects report can name file, record and field."""
+
+    code = "bad_input"
+
+    def __init__(self, message: str, *, source: str | None = None, record: int | None = None,
+                 field: str | None = None, pmcid: str | None = None):
+        super().__init__(message, details={"source": source, "record": record, "field": field, "pmcid": pmcid})
+        self.source, self.record, self.field, self.pmcid = source, record, field, pmcid

@@ -1,0 +1,238 @@
+"""The domain model: one place for the shapes every package exchanges.
+
+Papers are stored and served in this shape whatever the source format was; passages are the unit of
+evidence an agent quotes, so their ids and character offsets must be stable across rebuilds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Section types, as in PMC's BioC output (the names FlyAOC's tools use). ``OTHER`` holds what maps to none.
+SECTION_TYPES: tuple[str, ...] = (
+    "INTRO", "METHODS", "RESULTS", "DISCUSS", "CONCL", "CASE", "FIG", "TABLE", "SUPPL",
+    "APPENDIX", "ACK_FUND", "AUTH_CONT", "COMP_INT", "ABBR", "KEYWORD", "REF", "REVIEW_INFO", "OTHER",
+)
+
+#: Pseudo-section name under which the abstract can be requested; passages of the abstract use section index 0.
+ABSTRACT = "ABSTRACT"
+
+
+class Section(BaseModel):
+    """One section of a paper's body, in document order."""
+
+    type: str = Field(description="Section type, one of SECTION_TYPES")
+    title: str | None = None
+    paragraphs: list[str] = Field(default_factory=list)
+
+
+class Paper(BaseModel):
+    """A full-text paper. ``pmcid`` is the key (``PMID:<n>`` when the source carries no PMCID)."""
+
+    pmcid: str
+    pmid: str | None = None
+    doi: str | None = None
+    year: int | None = None
+    journal: str | None = None
+    title: str = ""
+    abstract: str = ""
+    sections: list[Section] = Field(default_factory=list)
+
+    def section_types(self) -> list[str]:
+        """Distinct section types in document order."""
+        return list(dict.fromkeys(s.type for s in self.sections))
+
+    def body_text(self) -> str:
+        """All body paragraphs joined by blank lines (what body search indexes)."""
+        return "\n\n".join(p for s in self.sections for p in s.paragraphs)
+
+    def word_count(self) -> int:
+        return len(self.title.split()) + len(self.abstract.split()) + sum(
+            len(p.split()) for s in self.sections for p in s.paragraphs
+        )
+
+
+class Passage(BaseModel):
+    """A paragraph (or a ~300-word piece of a long one).
+
+    ``id`` is ``PMCID:section_index:paragraph_index`` with ``.k`` appended for the k-th piece (k ≥ 1) of a split
+    paragraph. Section index 0 is the abstract; body sections are numbered from 1 in document order. ``start`` and
+    ``end`` are character offsets of ``text`` inside that paragraph.
+    """
+
+    id: str
+    pmcid: str
+    section_index: int
+    paragraph_index: int
+    section_type: str
+    start: int
+    end: int
+    text: str
+    year: int | None = None
+
+
+class Snippet(BaseModel):
+    """A highlighted fragment: ``text`` is plain, ``highlights`` are [start, end) character ranges in it."""
+
+    field: str
+    text: str
+    highlights: list[tuple[int, int]] = Field(default_factory=list)
+
+
+class PaperHit(BaseModel):
+    pmcid: str
+    title: str
+    abstract: str = Field(description="First 500 characters of the abstract")
+    year: int | None = None
+    journal: str | None = None
+    score: float
+    gene_in_title: bool = False
+    snippets: list[Snippet] = Field(default_factory=list)
+    matched: list[str] = Field(default_factory=list, description="Names of the query clauses (e.g. gene names) this hit matched")
+
+
+class PassageHit(BaseModel):
+    passage_id: str
+    pmcid: str
+    section_type: str
+    section_index: int
+    paragraph_index: int
+    start: int
+    end: int
+    text: str
+    score: float
+    year: int | None = None
+    snippet: Snippet | None = None
+    matched: list[str] = Field(default_factory=list)
+
+
+class SearchResults(BaseModel):
+    """A page of hits. ``total`` counts all matching documents (not just this page)."""
+
+    total: int
+    offset: int
+    limit: int
+    hits: list[Any]
+    took_ms: float = 0.0
+    query: dict[str, Any] = Field(default_factory=dict, description="How the planner read the query")
+
+
+class PaperSearchResults(SearchResults):
+    hits: list[PaperHit]
+
+
+class PassageSearchResults(SearchResults):
+    hits: list[PassageHit]
+
+
+class PaperText(BaseModel):
+    """A paper (or one page of it) as served to readers; ``next_cursor`` is set when more text follows."""
+
+    pmcid: str
+    pmid: str | None = None
+    doi: str | None = None
+    year: int | None = None
+    journal: str | None = None
+    title: str
+    abstract: str | None
+    sections: list[Section]
+    next_cursor: str | None = None
+    total_chars: int = 0
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorResponse(BaseModel):
+    """The one error shape of every endpoint: ``{"error": {"code", "message", "details"}}``."""
+
+    model_config = ConfigDict(json_schema_extra={"example": {"error": {"code": "not_found", "message": "Paper PMC1 not found", "details": {}}}})
+    error: ErrorDetail
+
+
+class IndexStats(BaseModel):
+    engine: str
+    papers: int
+    passages: int
+    index_bytes: int
+    build: str | None = None
+    terms: dict[str, int] = Field(default_factory=dict)
+
+
+class IndexSummary(BaseModel):
+    """What an indexing run did; printed by the CLI and returned by the API."""
+
+    read: int = 0
+    indexed: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    passages: int = 0
+    seconds: float = 0.0
+    build: str | None = None
+    rejects_file: str | None = None
+    resumed_from: int = 0
+
+
+class Reject(BaseModel):
+    """One input record that was not indexed, and why (a line of the rejects report)."""
+
+    source: str
+    record: int | None = Field(None, description="1-based line or record number within the source")
+    pmcid: str | None = None
+    field: str | None = None
+    reason: str
+
+
+ViewName = Literal["word", "symbol"]
+
+
+class Synonym(BaseModel):
+    text: str
+    scope: Literal["EXACT", "NARROW", "BROAD", "RELATED"] = "RELATED"
+
+
+class Term(BaseModel):
+    """An ontology term, normalised from OBO. ``parents`` maps a relation (``is_a``, ``part_of``, ``regulates``…)
+    to parent ids; ``aspect`` is GO's P/F/C (None elsewhere)."""
+
+    id: str
+    ontology: str
+    name: str = ""
+    namespace: str | None = None
+    aspect: Literal["P", "F", "C"] | None = None
+    definition: str = ""
+    synonyms: list[Synonym] = Field(default_factory=list)
+    alt_ids: list[str] = Field(default_factory=list)
+    obsolete: bool = False
+    replaced_by: list[str] = Field(default_factory=list)
+    consider: list[str] = Field(default_factory=list)
+    parents: dict[str, list[str]] = Field(default_factory=dict)
+    depth: int = 0
+
+
+class TermHit(BaseModel):
+    id: str
+    ontology: str
+    name: str
+    namespace: str | None = None
+    aspect: str | None = None
+    matched_synonym: str | None = Field(None, description="The synonym that matched, when the name did not")
+    definition: str = Field("", description="Definition, cut to 300 characters")
+    score: float
+    obsolete: bool = False
+
+
+class Gene(BaseModel):
+    """A gene of the lexicon: FlyBase id, current symbol and full name, and the historical names."""
+
+    id: str
+    symbol: str
+    fullname: str | None = None
+    symbol_synonyms: list[str] = Field(default_factory=list)
+    fullname_synonyms: list[str] = Field(default_factory=list)
+    summary: str | None = None
