@@ -51,12 +51,15 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def open_engine(settings: "Settings", *, writable: bool = False) -> Engine:
-    """The engine the settings ask for: embedded unless a cluster URL (or ``engine = "cluster"``) is configured."""
+def open_engine(settings: "Settings", *, collection: str = "default") -> Engine:
+    """The engine the settings ask for: embedded unless a cluster URL (or ``engine = "cluster"``) is configured.
+
+    A collection is an independent corpus (the FlyAOC papers are ``default``; IR test collections get their own).
+    """
     if settings.engine_kind == "cluster":
         from search.engines.cluster import ClusterEngine
 
-        return ClusterEngine(settings)
+        return ClusterEngine(settings, collection=collection)
     from search.engines.embedded import EmbeddedEngine
 
-    return EmbeddedEngine(settings.data_dir, writable=writable)
+    return EmbeddedEngine(settings.data_dir, collection=collection)

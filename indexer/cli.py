@@ -1,0 +1,101 @@
+"""``flysift index …`` and ``flysift demo`` (registered on the root CLI through entry points)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from search.cli import data_dir_option, settings_for
+
+from indexer.pipeline import index_corpus, summary_line
+
+
+@click.group()
+def index() -> None:
+    """Load a corpus or an ontology into the index."""
+
+
+@index.command("corpus")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@data_dir_option
+@click.option("--format", "fmt", type=click.Choice(["auto", "flyaoc", "jats", "bioc"]), default="auto", show_default=True)
+@click.option("--id-map", type=click.Path(exists=True, path_type=Path),
+              help="TSV of file name, PMCID, PMID for XML files without a PMCID (e.g. CRAFT's craft-idmappings.txt)")
+@click.option("--collection", default="default", show_default=True)
+@click.option("--strict", is_flag=True, help="Stop at the first bad record instead of reporting it")
+@click.option("--no-resume", is_flag=True, help="Start a fresh build even if an interrupted one matches these inputs")
+@click.option("--json", "as_json", is_flag=True, help="End with a one-line JSON summary on stdout")
+def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: Path | None, collection: str,
+           strict: bool, no_resume: bool, as_json: bool) -> None:
+    """Index papers from FlyAOC exports (JSONL/JSON/Parquet/HF dataset dir), PMC JATS XML or BioC XML/JSON."""
+    from tqdm import tqdm
+
+    settings = settings_for(data_dir)
+    bar = tqdm(unit=" records", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+    warnings: list[str] = []
+
+    def progress(done: int, total: int | None) -> None:
+        if total and bar.total != total:
+            bar.total = total
+        bar.n = done
+        bar.refresh() if done % 200 == 0 else None
+
+    def warn(msg: str) -> None:
+        warnings.append(msg)
+        if len(warnings) <= 20:
+            tqdm.write(f"warning: {msg}", file=sys.stderr)
+
+    try:
+        summary = index_corpus(list(sources), settings, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
+                               collection=collection, progress=progress, warn=warn)
+    finally:
+        bar.close()
+    if len(warnings) > 20:
+        click.echo(f"… and {len(warnings) - 20} more warnings", err=True)
+    if summary.resumed_from:
+        click.echo(f"resumed an interrupted build after {summary.resumed_from} records", err=True)
+    click.echo(f"read {summary.read} · indexed {summary.indexed} papers ({summary.passages} passages) · rejected "
+               f"{summary.rejected} · duplicates {summary.duplicates} · {summary.seconds:.1f} s · build {summary.build}",
+               err=True)
+    if summary.rejected:
+        click.echo(f"rejects report: {summary.rejects_file}", err=True)
+    if as_json:
+        click.echo(summary_line(summary))
+
+
+@click.command()
+@data_dir_option
+@click.option("--papers", type=int, default=300, show_default=True, help="Size of the generated sample corpus")
+@click.option("--query", "queries", multiple=True, help="Sample queries to answer (default: a few gene queries)")
+@click.option("--serve", is_flag=True, help="Serve the API on the sample index afterwards")
+@click.option("--port", type=int, default=8000, show_default=True)
+def demo(data_dir: Path | None, papers: int, queries: tuple[str, ...], serve: bool, port: int) -> None:
+    """Generate a sample corpus, index it, answer sample queries (and optionally serve it)."""
+    from search.service import SearchService
+
+    from indexer.synthetic import SyntheticConfig, write_corpus
+
+    settings = settings_for(data_dir)
+    sample_dir = Path(settings.data_dir) / "sample"
+    info = write_corpus(SyntheticConfig(n_papers=papers), sample_dir)
+    click.echo(f"sample corpus: {sample_dir / 'corpus.jsonl'} ({info})", err=True)
+    summary = index_corpus([sample_dir / "corpus.jsonl"], settings)
+    click.echo(f"indexed {summary.indexed} papers, {summary.passages} passages in {summary.seconds:.1f} s "
+               f"into {settings.data_dir}", err=True)
+    svc = SearchService(settings)
+    for q in queries or ("Su(H)", "Dl", "dl", "abd-A expression"):
+        res = svc.search_papers(q, limit=3)
+        click.echo(f"\n{q!r}: {res.total} papers ({res.took_ms:.1f} ms)")
+        for h in res.hits:
+            click.echo(f"  {h.pmcid}  {h.score:6.2f}  {h.title[:90]}")
+    if serve:
+        import uvicorn
+
+        from search.api.app import create_app
+
+        click.echo(f"\nserving on http://127.0.0.1:{port} (OpenAPI: /docs); Ctrl-C stops", err=True)
+        uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    else:
+        click.echo(f"\nnext: flysift serve --data-dir {settings.data_dir}   (or: flysift demo --serve)", err=True)

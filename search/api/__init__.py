@@ -1,0 +1,1 @@
+"""The REST API (FastAPI): the source of truth for every other interface."""

@@ -1,0 +1,92 @@
+"""Paper and passage search, paper text, health, stats and collection builds."""
+
+from __future__ import annotations
+
+import hashlib
+
+from fastapi import APIRouter, Query, Request
+
+from search.api.schemas import BuildPapers, SearchRequest
+from search.errors import NotFound
+from search.models import IndexStats, IndexSummary, PaperSearchResults, PaperText, PassageSearchResults
+from search.passages import split_passages
+from search.service import SearchService
+
+router = APIRouter(prefix="/v1")
+
+
+def _svc(request: Request) -> SearchService:
+    return request.app.state.search
+
+
+@router.get("/health", tags=["service"])
+def health(request: Request) -> dict:
+    eng = _svc(request).engine()
+    return {"status": "ok", "engine": eng.name, "index": eng.has_index() if hasattr(eng, "has_index") else None}
+
+
+@router.get("/stats", response_model=IndexStats, tags=["service"])
+def stats(request: Request, collection: str = "default") -> IndexStats:
+    return _svc(request).engine(collection).stats()
+
+
+@router.post("/papers/search", response_model=PaperSearchResults, tags=["papers"])
+def search_papers(body: SearchRequest, request: Request) -> PaperSearchResults:
+    return _svc(request).search_papers(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
+                                       snippets=bool(body.snippets), collection=body.collection)
+
+
+@router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
+def search_passages(body: SearchRequest, request: Request) -> PassageSearchResults:
+    return _svc(request).search_passages(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
+                                         snippets=body.snippets is not False, collection=body.collection)
+
+
+@router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
+def get_paper(pmcid: str, request: Request,
+              sections: list[str] | None = Query(None, description="Section names (repeat or comma-separate); ABSTRACT selects the abstract"),
+              max_chars: int | None = Query(None, description="Page size in characters; a cursor continues"),
+              cursor: str | None = None, collection: str = "default") -> PaperText:
+    names = [n for s in sections for n in s.split(",")] if sections else None
+    return _svc(request).paper_text(pmcid, sections=names, max_chars=max_chars, cursor=cursor, collection=collection)
+
+
+# ---- collection builds: index a corpus through the API (e.g. an IR test collection) ---------------------------
+# Open builds live in ``app.state.builds`` of the process that created them (one writer per collection).
+
+
+@router.post("/collections/{collection}/builds", tags=["indexing"])
+def create_build(collection: str, request: Request) -> dict:
+    eng = _svc(request).engine(collection)
+    build = eng.open_build(fingerprint=hashlib.sha256(f"api:{collection}".encode()).hexdigest(), resume=False)
+    request.app.state.builds[(collection, build.id)] = build
+    return {"collection": collection, "build_id": build.id}
+
+
+def _build(request: Request, collection: str, build_id: str):
+    try:
+        return request.app.state.builds[(collection, build_id)]
+    except KeyError:
+        raise NotFound(f"No open build {build_id!r} for collection {collection!r}; create one with "
+                       f"POST /v1/collections/{collection}/builds.") from None
+
+
+@router.post("/collections/{collection}/builds/{build_id}/papers", tags=["indexing"])
+def add_papers(collection: str, build_id: str, body: BuildPapers, request: Request) -> dict:
+    build = _build(request, collection, build_id)
+    passages = 0
+    for paper in body.papers:
+        ps = split_passages(paper)
+        build.add(paper, ps)
+        passages += len(ps)
+    build.commit({})
+    return {"indexed": len(body.papers), "passages": passages}
+
+
+@router.post("/collections/{collection}/builds/{build_id}/publish", response_model=IndexSummary, tags=["indexing"])
+def publish_build(collection: str, build_id: str, request: Request) -> IndexSummary:
+    build = _build(request, collection, build_id)
+    n = build.count()
+    build.publish()
+    del request.app.state.builds[(collection, build_id)]
+    return IndexSummary(read=n, indexed=n, build=build_id)

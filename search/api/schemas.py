@@ -1,0 +1,24 @@
+"""Request bodies of the REST API (responses are the domain models of ``search.models``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from search.models import Paper
+from search.query import Filters
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description='Words, gene symbols (case-sensitive: Dl ≠ dl) and "quoted phrases"')
+    limit: int = Field(10, description="Page size, at most 100")
+    offset: int = 0
+    filters: Filters | None = None
+    snippets: bool | None = Field(None, description="Highlighted snippets (default: off for papers, on for passages)")
+    collection: str = "default"
+    gene: str | None = Field(None, description="Expand the query with this gene's names (FlyBase id or symbol), per the session's synonym policy")
+
+
+class BuildPapers(BaseModel):
+    papers: list[Paper]

@@ -1,0 +1,166 @@
+"""The read side of the service, independent of HTTP: limits, planning, engines per collection, paper paging.
+
+The REST API, the CLI's ``search`` and tests all go through ``SearchService`` so limits and error messages are the
+same everywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Iterable
+
+import regex
+
+from search.config import Settings
+from search.engines import Engine, open_engine
+from search.errors import InvalidRequest, LimitExceeded, NotFound
+from search.models import ABSTRACT, SECTION_TYPES, Paper, PaperSearchResults, PaperText, PassageSearchResults, Section
+from search.planner import describe, gene_in_title, plan
+from search.query import EngineQuery, Filters
+
+COLLECTION_NAME = regex.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
+VALID_SECTIONS = (ABSTRACT, *SECTION_TYPES)
+
+
+class SearchService:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._engines: dict[str, Engine] = {}
+        self._lock = threading.Lock()
+
+    def engine(self, collection: str = "default") -> Engine:
+        if not COLLECTION_NAME.match(collection):
+            raise InvalidRequest(f"Invalid collection name {collection!r}: use 1-63 lower-case letters, digits, '-' or '_'.",
+                                 details={"field": "collection"})
+        with self._lock:
+            if collection not in self._engines:
+                self._engines[collection] = open_engine(self.settings, collection=collection)
+            return self._engines[collection]
+
+    # ---- limits -----------------------------------------------------------------------------------------------
+    def check_page(self, limit: int, offset: int) -> None:
+        s = self.settings
+        if not 1 <= limit <= s.max_page_size:
+            raise LimitExceeded(f"limit must be between 1 and {s.max_page_size} (got {limit}); page with offset.",
+                                details={"field": "limit", "max": s.max_page_size})
+        if not 0 <= offset <= s.max_offset:
+            raise LimitExceeded(f"offset must be between 0 and {s.max_offset} (got {offset}).",
+                                details={"field": "offset", "max": s.max_offset})
+
+    def check_query(self, text: str) -> None:
+        if not text or not text.strip():
+            raise InvalidRequest("query is empty: give words, a gene symbol or a \"quoted phrase\".",
+                                 details={"field": "query"})
+        if len(text) > self.settings.max_query_chars:
+            raise LimitExceeded(f"query is {len(text)} characters; the limit is {self.settings.max_query_chars}.",
+                                details={"field": "query", "max": self.settings.max_query_chars})
+
+    @staticmethod
+    def check_sections(names: Iterable[str] | None) -> list[str] | None:
+        if names is None:
+            return None
+        wanted = [n.strip().upper() for n in names if n.strip()]
+        bad = [n for n in wanted if n not in VALID_SECTIONS]
+        if bad:
+            raise InvalidRequest(f"Unknown section name(s) {bad}; valid names are {list(VALID_SECTIONS)}.",
+                                 details={"field": "sections", "valid": list(VALID_SECTIONS)})
+        return wanted
+
+    # ---- search -----------------------------------------------------------------------------------------------
+    def build_query(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
+                    known_symbols: frozenset[str] = frozenset()) -> EngineQuery:
+        self.check_query(text)
+        if filters and filters.section_types:
+            filters.section_types = self.check_sections(filters.section_types)
+        return plan(text, filters=filters, expansions=expansions, known_symbols=known_symbols)
+
+    def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
+                      snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
+                      known_symbols: frozenset[str] = frozenset()) -> PaperSearchResults:
+        self.check_page(limit, offset)
+        query = self.build_query(text, filters, expansions, known_symbols)
+        res = self.engine(collection).search_papers(query, limit=limit, offset=offset, snippets=snippets)
+        for hit in res.hits:
+            hit.gene_in_title = gene_in_title(text, hit.title)
+        res.query = describe(query)
+        return res
+
+    def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
+                        snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
+                        known_symbols: frozenset[str] = frozenset()) -> PassageSearchResults:
+        self.check_page(limit, offset)
+        query = self.build_query(text, filters, expansions, known_symbols)
+        res = self.engine(collection).search_passages(query, limit=limit, offset=offset, snippets=snippets)
+        res.query = describe(query)
+        return res
+
+    # ---- reading ----------------------------------------------------------------------------------------------
+    def get_paper(self, pmcid: str, collection: str = "default") -> Paper:
+        paper = self.engine(collection).get_paper(pmcid)
+        if paper is None:
+            raise NotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
+        return paper
+
+    def paper_text(self, pmcid: str, *, sections: list[str] | None = None, max_chars: int | None = None,
+                   cursor: str | None = None, collection: str = "default") -> PaperText:
+        """A page of a paper's text: at most ``max_chars`` characters of paragraphs, then a cursor to continue.
+
+        Paragraphs are never reordered; one longer than the page is cut and continued on the next page.
+        """
+        wanted = self.check_sections(sections)
+        max_chars = max_chars or self.settings.default_paper_max_chars
+        if max_chars < 200:
+            raise LimitExceeded("max_chars must be at least 200.", details={"field": "max_chars", "min": 200})
+        paper = self.get_paper(pmcid, collection)
+        # units: (section index in output order, section, paragraph index, paragraph)
+        parts: list[tuple[int, Section | None, str]] = []
+        want_abstract = wanted is None or ABSTRACT in wanted
+        if want_abstract and paper.abstract:
+            parts += [(0, None, paper.abstract)]
+        for si, sec in enumerate(paper.sections, start=1):
+            if wanted is None or sec.type in wanted:
+                parts += [(si, sec, p) for p in sec.paragraphs]
+        total = sum(len(t) for _, _, t in parts)
+        start_part, start_char = _decode_cursor(cursor, len(parts))
+        out_sections: list[Section] = []
+        abstract: str | None = None if not want_abstract else ""
+        used, i, ch = 0, start_part, start_char
+        last_si = None
+        while i < len(parts) and used < max_chars:
+            si, sec, text = parts[i]
+            piece = text[ch:ch + (max_chars - used)]
+            if si == 0:
+                abstract = (abstract or "") + piece
+            else:
+                if si != last_si:
+                    out_sections.append(Section(type=sec.type, title=sec.title, paragraphs=[]))  # type: ignore[union-attr]
+                    last_si = si
+                out_sections[-1].paragraphs.append(piece)
+            used += len(piece)
+            if ch + len(piece) < len(text):
+                ch += len(piece)
+            else:
+                i, ch = i + 1, 0
+        next_cursor = _encode_cursor(i, ch) if i < len(parts) else None
+        return PaperText(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
+                         title=paper.title, abstract=abstract if want_abstract else None, sections=out_sections,
+                         next_cursor=next_cursor, total_chars=total)
+
+
+def _encode_cursor(part: int, char: int) -> str:
+    return base64.urlsafe_b64encode(f"{part}:{char}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None, n_parts: int) -> tuple[int, int]:
+    if not cursor:
+        return 0, 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        part, char = (int(x) for x in raw.split(":"))
+        if not (0 <= part < n_parts and char >= 0):
+            raise ValueError
+        return part, char
+    except ValueError:
+        raise InvalidRequest(f"Invalid cursor {cursor!r}: pass the next_cursor of the previous page unchanged "
+                             "(with the same sections).", details={"field": "cursor"}) from None
