@@ -166,8 +166,8 @@ class EmbeddedBuild:
                 shutil.rmtree(meta_file.parent, ignore_errors=True)
 
     def add(self, paper: Paper, passages: list[Passage]) -> None:
-        self._pw.delete_documents("pmcid", paper.pmcid)
-        self._sw.delete_documents("pmcid", paper.pmcid)
+        self._pw.delete_documents_by_term("pmcid", paper.pmcid)
+        self._sw.delete_documents_by_term("pmcid", paper.pmcid)
         doc = tantivy.Document(pmcid=paper.pmcid, doc=paper.model_dump_json(exclude_none=True).encode())
         for field, text in (("title", paper.title), ("abstract", paper.abstract), ("body", paper.body_text())):
             doc.add_text(field + "_w", text)
