@@ -28,7 +28,9 @@ PAPERS = [
                     Section(type="DISCUSS", paragraphs=["α-Cat and Df(3L)ED4543 are discussed."])]),
     Paper(pmcid="PMC100004", year=2015, journal="PLoS Genet", title="Wing disc growth",
           abstract="Growth of the wing imaginal disc depends on morphogens.",
-          sections=[Section(type="RESULTS", paragraphs=["dpp and wg control growth of the wing disc."])]),
+          sections=[Section(type="RESULTS", paragraphs=["dpp and wg control growth of the wing disc.",
+                                                        "Cells proliferate in the pouch. " * 40]),
+                    Section(type="DISCUSS", paragraphs=["Growth stops when the disc reaches its final size. " * 10])]),
 ]
 
 
@@ -52,3 +54,42 @@ def data_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def settings(data_dir: Path) -> Settings:
     return Settings(data_dir=data_dir)
+
+
+class LiveServer:
+    """A real uvicorn server on a free loopback port, in a thread (the same HTTP agents use)."""
+
+    def __init__(self, app):
+        import socket
+        import threading
+
+        import uvicorn
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        import time
+
+        self.thread.start()
+        for _ in range(200):
+            if self.server.started:
+                return self
+            time.sleep(0.02)
+        raise RuntimeError("server did not start")
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_server(settings):
+    from search.api.app import create_app
+
+    with LiveServer(create_app(settings)) as srv:
+        yield srv
