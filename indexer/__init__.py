@@ -1,0 +1,1 @@
+"""flysift indexer: reads corpus sources, validates and normalises papers, splits passages, feeds an engine."""
