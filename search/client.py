@@ -1,0 +1,427 @@
+"""The Python client of the flysift REST API, sync (:class:`Client`) and async (:class:`AsyncClient`).
+
+Curation harnesses, evaluation, the MCP adapter and the tests all go through here, so they see the service exactly
+as agents do. Every endpoint has one method, written once in :class:`_Endpoints` as a request description; the two
+clients differ only in how they send it (each method of ``AsyncClient`` returns an awaitable of the same type).
+
+Failures raise :class:`ClientError` subclasses chosen by the API's error ``code`` (then the HTTP status), carrying
+``code``, ``message``, ``details`` and ``status``; a service that cannot be reached raises :class:`Unavailable`
+with code ``unreachable``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel
+
+from search.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
+from search.query import Filters
+from search.validation import ValidationReport
+
+DEFAULT_TIMEOUT = 30.0
+SESSION_HEADER = "X-Session-Id"
+
+
+# ---- errors ---------------------------------------------------------------------------------------------------------
+
+class ClientError(Exception):
+    """An error answer of the API (or no answer). ``code`` is the API's stable error code."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None, status: int | None = None):
+        super().__init__(f"[{code}] {message}")
+        self.code, self.message, self.details, self.status = code, message, details or {}, status
+
+
+class InvalidRequestError(ClientError):
+    """The request was refused as malformed or over a limit; the message says what to change."""
+
+
+class AuthError(ClientError):
+    """Missing, wrong or insufficient API key."""
+
+
+class NotFoundError(ClientError):
+    pass
+
+
+class ConflictError(ClientError):
+    """The resource is not in a state that allows this (e.g. a closed session)."""
+
+
+class BudgetExhausted(ClientError):
+    """The session's reading budget is spent: submit the annotations."""
+
+
+class RateLimited(ClientError):
+    def __init__(self, *args: Any, retry_after: float | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.retry_after = retry_after
+
+
+class Unavailable(ClientError):
+    """The service (or its engine) cannot answer now; retry after ``retry_after`` seconds."""
+
+    def __init__(self, *args: Any, retry_after: float | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.retry_after = retry_after
+
+
+ERRORS_BY_CODE: dict[str, type[ClientError]] = {
+    "invalid_request": InvalidRequestError, "limit_exceeded": InvalidRequestError, "bad_request": InvalidRequestError,
+    "unauthorized": AuthError, "forbidden": AuthError,
+    "not_found": NotFoundError, "term_hidden": NotFoundError,
+    "budget_exhausted": BudgetExhausted,
+    "rate_limited": RateLimited,
+    "unavailable": Unavailable, "index_missing": Unavailable,
+}
+ERRORS_BY_STATUS: dict[int, type[ClientError]] = {
+    400: InvalidRequestError, 401: AuthError, 403: AuthError, 404: NotFoundError, 409: ConflictError,
+    422: InvalidRequestError, 429: RateLimited, 503: Unavailable,
+}
+
+
+def error_from_response(resp: httpx.Response) -> ClientError:
+    """The typed exception for an error response (the API's ``{"error": {...}}`` or any other body)."""
+    try:
+        err = resp.json()["error"]
+        code, message, details = str(err["code"]), str(err["message"]), dict(err.get("details") or {})
+    except (ValueError, KeyError, TypeError):
+        code, message, details = f"http_{resp.status_code}", resp.text[:500] or resp.reason_phrase, {}
+    cls = ERRORS_BY_CODE.get(code) or ERRORS_BY_STATUS.get(resp.status_code, ClientError)
+    if cls in (RateLimited, Unavailable):
+        return cls(code, message, details, resp.status_code, retry_after=_retry_after(resp))
+    return cls(code, message, details, resp.status_code)
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    try:
+        return float(resp.headers["Retry-After"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _transport_error(base_url: str, exc: httpx.TransportError) -> Unavailable:
+    code = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
+    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); "
+                             "check that the service runs and the URL is right, then retry.", status=None)
+
+
+# ---- requests -------------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Request:
+    """One API call: what to send and how to read the answer."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], Any] = lambda body: body
+    params: dict[str, Any] | None = None
+    json: Any = None
+
+
+def _model(cls: type[BaseModel]) -> Callable[[Any], Any]:
+    return cls.model_validate
+
+
+def _dump(value: Any) -> Any:
+    """Pydantic models (and lists of them) as JSON-ready data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, list | tuple):
+        return [_dump(v) for v in value]
+    return value
+
+
+def _params(**kw: Any) -> dict[str, Any]:
+    """Query parameters without the unset ones; lists become comma-separated."""
+    out: dict[str, Any] = {}
+    for key, value in kw.items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple | set | frozenset):
+            value = ",".join(value)
+        elif isinstance(value, bool):
+            value = str(value).lower()
+        out[key] = value
+    return out
+
+
+def _terms_models():
+    """Term response models live with the term service; imported when first needed (it loads the term index)."""
+    from search import terms
+
+    return terms
+
+
+class _Endpoints:
+    """Every endpoint, once. ``_send`` (sync or async) performs the request."""
+
+    base_url: str
+    session_id: str | None
+
+    def _send(self, req: _Request) -> Any:  # pragma: no cover - implemented by the clients
+        raise NotImplementedError
+
+    def _sid(self, session_id: str | None) -> str:
+        sid = session_id or self.session_id
+        if not sid:
+            raise ValueError("No session: pass session_id, or create one with create_session() and set "
+                             "client.session_id.")
+        return sid
+
+    # ---- service ----------------------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        return self._send(_Request("GET", "/v1/health"))
+
+    def stats(self, collection: str = "default") -> IndexStats:
+        return self._send(_Request("GET", "/v1/stats", _model(IndexStats), params={"collection": collection}))
+
+    # ---- papers and passages ----------------------------------------------------------------------------------
+    @staticmethod
+    def _search_body(query: str, limit: int, offset: int, filters: Filters | dict | None, snippets: bool | None,
+                     collection: str, gene: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "limit": limit, "offset": offset, "collection": collection}
+        if filters is not None:
+            body["filters"] = _dump(filters)
+        if snippets is not None:
+            body["snippets"] = snippets
+        if gene is not None:
+            body["gene"] = gene
+        return body
+
+    def search_papers(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
+                      snippets: bool | None = None, collection: str = "default",
+                      gene: str | None = None) -> PaperSearchResults:
+        """Papers, best first (BM25; gene symbols are case-sensitive). Searching never spends budget."""
+        return self._send(_Request("POST", "/v1/papers/search", _model(PaperSearchResults),
+                                   json=self._search_body(query, limit, offset, filters, snippets, collection, gene)))
+
+    def search_passages(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
+                        snippets: bool | None = None, collection: str = "default",
+                        gene: str | None = None) -> PassageSearchResults:
+        """Evidence passages (paragraphs with stable ids and character offsets), best first."""
+        return self._send(_Request("POST", "/v1/passages/search", _model(PassageSearchResults),
+                                   json=self._search_body(query, limit, offset, filters, snippets, collection, gene)))
+
+    def get_paper(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
+                  cursor: str | None = None, collection: str = "default") -> PaperText:
+        """One page of a paper's text; ``next_cursor`` continues it. In a session, reading spends budget."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}", _model(PaperText),
+                                   params=_params(sections=list(sections) if sections is not None else None,
+                                                  max_chars=max_chars, cursor=cursor, collection=collection)))
+
+    # ---- collection builds ------------------------------------------------------------------------------------
+    def create_build(self, collection: str) -> dict[str, Any]:
+        """Open a new build of ``collection``: ``{collection, build_id}``."""
+        return self._send(_Request("POST", f"/v1/collections/{collection}/builds"))
+
+    def add_papers(self, collection: str, build_id: str, papers: Iterable[Paper | dict]) -> dict[str, Any]:
+        """Index papers into an open build: ``{indexed, passages}``."""
+        return self._send(_Request("POST", f"/v1/collections/{collection}/builds/{build_id}/papers",
+                                   json={"papers": _dump(list(papers))}))
+
+    def publish_build(self, collection: str, build_id: str) -> IndexSummary:
+        """Make the build the one searches of ``collection`` see."""
+        return self._send(_Request("POST", f"/v1/collections/{collection}/builds/{build_id}/publish",
+                                   _model(IndexSummary)))
+
+    # ---- sessions ---------------------------------------------------------------------------------------------
+    def create_session(self, gene: str, team: str | None = None, max_papers: int | None = None,
+                       hidden_terms: dict[str, Any] | None = None,
+                       synonym_policy: Literal["none", "snapshot", "registered", "full"] | None = None,
+                       budget_policy: Literal["distinct", "flyaoc"] | None = None, **extra: Any) -> dict[str, Any]:
+        """Start an agent run for ``gene`` (FlyBase id or symbol). Unset options take the service defaults."""
+        body = {k: v for k, v in dict(gene=gene, team=team, max_papers=max_papers, hidden_terms=hidden_terms,
+                                      synonym_policy=synonym_policy, budget_policy=budget_policy, **extra).items()
+                if v is not None}
+        return self._send(_Request("POST", "/v1/sessions", json=body))
+
+    def get_session(self, session_id: str | None = None) -> dict[str, Any]:
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}"))
+
+    def list_sessions(self, team: str | None = None) -> list[dict[str, Any]]:
+        return self._send(_Request("GET", "/v1/sessions", params=_params(team=team)))
+
+    def close_session(self, session_id: str | None = None) -> dict[str, Any]:
+        return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/close"))
+
+    def get_budget(self, session_id: str | None = None) -> dict[str, Any]:
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/budget"))
+
+    def register_names(self, names: Iterable[str], session_id: str | None = None) -> dict[str, Any]:
+        """Add gene names the agent found, so that search expands the gene with them (``registered`` policy)."""
+        return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/names",
+                                   json={"names": list(names)}))
+
+    def get_trace(self, session_id: str | None = None) -> Any:
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/trace"))
+
+    def get_coverage(self, pmcids: Iterable[str] | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """What the session read against ``pmcids`` (e.g. curator-cited papers)."""
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/coverage",
+                                   params=_params(pmcids=list(pmcids) if pmcids is not None else None)))
+
+    def submit(self, annotations: dict[str, Any], session_id: str | None = None) -> ValidationReport:
+        """Submit a FlyAOC prediction object; the report says whether it is valid and why not."""
+        return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/submission",
+                                   _model(ValidationReport), json=annotations))
+
+    # ---- ontology terms ---------------------------------------------------------------------------------------
+    def search_terms(self, q: str, ontology: str = "go", aspect: str | None = None, limit: int = 10,
+                     include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
+                     hidden_descendants: bool | None = None):
+        """Terms by name, synonym, definition or id (``search.terms.TermSearchResponse``)."""
+        return self._send(_Request("GET", "/v1/terms/search", lambda b: _terms_models().TermSearchResponse.model_validate(b),
+                                   params=_params(q=q, ontology=ontology, aspect=aspect, limit=limit,
+                                                  include_obsolete=include_obsolete, hidden=_hidden(hidden),
+                                                  hidden_descendants=hidden_descendants)))
+
+    def get_term(self, term_id: str, hidden: str | Iterable[str] | None = None,
+                 hidden_descendants: bool | None = None):
+        """A term by primary or alternative id (``search.terms.TermLookup``)."""
+        return self._send(_Request("GET", f"/v1/terms/{term_id}", lambda b: _terms_models().TermLookup.model_validate(b),
+                                   params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
+
+    def related_terms(self, term_id: str, direction: Literal["ancestors", "descendants", "parents", "children"],
+                      relations: str | None = None, limit: int | None = None,
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
+        """Ancestors, descendants, parents or children of a term (``search.terms.TermList``)."""
+        return self._send(_Request("GET", f"/v1/terms/{term_id}/{direction}",
+                                   lambda b: _terms_models().TermList.model_validate(b),
+                                   params=_params(relations=relations, limit=limit, hidden=_hidden(hidden),
+                                                  hidden_descendants=hidden_descendants)))
+
+    def resolve_terms(self, text: str, ontology: str = "go", aspect: str | None = None, limit: int = 5,
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
+        """Terms ranked for a free-text description (``list[search.terms.ResolvedTerm]``)."""
+        return self._send(_Request("GET", "/v1/terms/resolve",
+                                   lambda b: [_terms_models().ResolvedTerm.model_validate(x) for x in b],
+                                   params=_params(text=text, ontology=ontology, aspect=aspect, limit=limit,
+                                                  hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
+
+    def flyaoc_search_terms(self, ontology: Literal["go", "fbbt", "fbdv"], query: str, aspect: str | None = None,
+                            limit: int = 10, hidden: str | Iterable[str] | None = None,
+                            hidden_descendants: bool | None = None) -> list[dict[str, Any]]:
+        """FlyAOC's ``search_go_terms`` / ``search_anatomy_terms`` / ``search_stage_terms`` records (§2.3)."""
+        tool = {"go": "search_go_terms", "fbbt": "search_anatomy_terms", "fbdv": "search_stage_terms"}[ontology]
+        extra = _params(aspect=aspect, hidden=_hidden(hidden), hidden_descendants=hidden_descendants) \
+            if ontology == "go" else {}
+        return self._send(_Request("GET", f"/v1/flyaoc/{tool}", params={"query": query, "limit": limit, **extra}))
+
+    def flyaoc_term_children(self, term_id: str, limit: int = 20, relations: str | None = None,
+                             hidden: str | Iterable[str] | None = None,
+                             hidden_descendants: bool | None = None) -> dict[str, Any]:
+        """FlyAOC's ``get_term_children`` record (§2.4)."""
+        return self._send(_Request("GET", "/v1/flyaoc/get_term_children",
+                                   params=_params(term_id=term_id, limit=limit, relations=relations,
+                                                  hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
+
+
+def _hidden(hidden: str | Iterable[str] | None) -> str | None:
+    if hidden is None or isinstance(hidden, str):
+        return hidden
+    return ",".join(hidden) or None
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _result(req: _Request, resp: httpx.Response) -> Any:
+    if resp.status_code >= 400:
+        raise error_from_response(resp)
+    if not resp.content:
+        return req.parse(None)
+    try:
+        body = resp.json()
+    except json.JSONDecodeError:
+        raise ClientError("bad_response", f"The API answered {req.method} {req.path} with non-JSON content",
+                          status=resp.status_code) from None
+    return req.parse(body)
+
+
+class Client(_Endpoints):
+    """Synchronous client. ``session_id`` (settable) is sent as ``X-Session-Id`` so reads count against it."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, session_id: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, transport: httpx.BaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.session_id = session_id
+        self._http = httpx.Client(base_url=self.base_url, headers=_headers(api_key), timeout=timeout,
+                                  transport=transport)
+
+    def _send(self, req: _Request) -> Any:
+        headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
+        try:
+            resp = self._http.request(req.method, req.path, params=req.params, json=req.json,
+                                      headers=headers)
+        except httpx.TransportError as exc:
+            raise _transport_error(self.base_url, exc) from exc
+        return _result(req, resp)
+
+    def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
+                         collection: str = "default") -> Iterator[PaperText]:
+        """Every page of a paper, following ``next_cursor``."""
+        sections = list(sections) if sections is not None else None
+        cursor = None
+        while True:
+            page = self.get_paper(pmcid, sections, max_chars, cursor, collection)
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncClient(_Endpoints):
+    """Asynchronous client with the same methods as :class:`Client`; each returns an awaitable."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, session_id: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, transport: httpx.AsyncBaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.session_id = session_id
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=_headers(api_key), timeout=timeout,
+                                       transport=transport)
+
+    async def _send(self, req: _Request) -> Any:
+        headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
+        try:
+            resp = await self._http.request(req.method, req.path, params=req.params, json=req.json,
+                                            headers=headers)
+        except httpx.TransportError as exc:
+            raise _transport_error(self.base_url, exc) from exc
+        return _result(req, resp)
+
+    async def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None,
+                               max_chars: int | None = None, collection: str = "default") -> AsyncIterator[PaperText]:
+        """Every page of a paper, following ``next_cursor``."""
+        sections = list(sections) if sections is not None else None
+        cursor = None
+        while True:
+            page = await self.get_paper(pmcid, sections, max_chars, cursor, collection)
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
