@@ -353,7 +353,8 @@ class Ontology:
                 depth[i] = 1 + max((depth[p] for p in up.get(i, ())), default=-1)
         return depth
 
-    def _relations(self, relations: str | Iterable[str] | None) -> list[str]:
+    def expand_relations(self, relations: str | Iterable[str] | None) -> list[str]:
+        """Relation names from a set name of :data:`RELATION_SETS`, a comma-separated string, a list, or None (all)."""
         if relations is None:
             return list(self._up)
         if isinstance(relations, str):
@@ -382,17 +383,17 @@ class Ontology:
 
     def ancestors(self, term_id: str, relations: str | Iterable[str] | None = HIERARCHY) -> list[str]:
         """All ancestors over the given relations (a name of :data:`RELATION_SETS`, a list, or None for all)."""
-        return self._walk(term_id, [self._up.get(r, {}) for r in self._relations(relations)])
+        return self._walk(term_id, [self._up.get(r, {}) for r in self.expand_relations(relations)])
 
     def descendants(self, term_id: str, relations: str | Iterable[str] | None = HIERARCHY) -> list[str]:
-        return self._walk(term_id, [self._down.get(r, {}) for r in self._relations(relations)])
+        return self._walk(term_id, [self._down.get(r, {}) for r in self.expand_relations(relations)])
 
     def children(self, term_id: str, relations: str | Iterable[str] | None = (IS_A,)) -> list[str]:
         """Direct children over the relations (default ``is_a``, as FlyAOC's ``get_term_children``)."""
         i = self._index.get(term_id)
         if i is None:
             return []
-        out = {c for r in self._relations(relations) for c in self._down.get(r, {}).get(i, ())}
+        out = {c for r in self.expand_relations(relations) for c in self._down.get(r, {}).get(i, ())}
         return [self._ids[c] for c in sorted(out)]
 
     def parents(self, term_id: str, relations: str | Iterable[str] | None = (IS_A,)) -> list[str]:
@@ -400,7 +401,7 @@ class Ontology:
         i = self._index.get(term_id)
         if i is None:
             return []
-        out = [p for r in self._relations(relations) for p in self._up.get(r, {}).get(i, ())]
+        out = [p for r in self.expand_relations(relations) for p in self._up.get(r, {}).get(i, ())]
         return [self._ids[p] for p in dict.fromkeys(out)]
 
     def stats(self) -> dict:
