@@ -9,7 +9,7 @@ import click
 
 from search.cli import data_dir_option, settings_for
 
-from indexer.pipeline import index_corpus, summary_line
+from indexer.pipeline import COMMIT_EVERY, index_corpus, summary_line
 
 
 @click.group()
@@ -26,9 +26,11 @@ def index() -> None:
 @click.option("--collection", default="default", show_default=True)
 @click.option("--strict", is_flag=True, help="Stop at the first bad record instead of reporting it")
 @click.option("--no-resume", is_flag=True, help="Start a fresh build even if an interrupted one matches these inputs")
+@click.option("--commit-every", type=int, default=COMMIT_EVERY, show_default=True,
+              help="Records between commits (the resume points of an interrupted run)")
 @click.option("--json", "as_json", is_flag=True, help="End with a one-line JSON summary on stdout")
 def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: Path | None, collection: str,
-           strict: bool, no_resume: bool, as_json: bool) -> None:
+           strict: bool, no_resume: bool, commit_every: int, as_json: bool) -> None:
     """Index papers from FlyAOC exports (JSONL/JSON/Parquet/HF dataset dir), PMC JATS XML or BioC XML/JSON."""
     from tqdm import tqdm
 
@@ -49,7 +51,7 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
 
     try:
         summary = index_corpus(list(sources), settings, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
-                               collection=collection, progress=progress, warn=warn)
+                               collection=collection, commit_every=commit_every, progress=progress, warn=warn)
     finally:
         bar.close()
     if len(warnings) > 20:
