@@ -1,0 +1,226 @@
+"""Helpers shared by the bench scripts: timing, percentiles, peak memory of a child process, a served API on
+loopback, the machine's description and markdown tables, so that every benchmark reports numbers the same way.
+
+Bench scripts are run as files (``python bench/bench_x.py``); they put the repository root (``REPO``) on
+``sys.path`` first and then import this module as ``bench.common``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------------- timing & stats
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) with linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of an empty list")
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def latency_summary(ms: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p99/mean/max of a list of latencies in milliseconds, rounded for tables."""
+    return {"n": len(ms), "p50_ms": round(percentile(ms, 50), 3), "p90_ms": round(percentile(ms, 90), 3),
+            "p99_ms": round(percentile(ms, 99), 3), "mean_ms": round(sum(ms) / len(ms), 3),
+            "max_ms": round(max(ms), 3)}
+
+
+@contextmanager
+def stopwatch() -> Iterator[dict[str, float]]:
+    """``with stopwatch() as t: ...`` then ``t["s"]`` holds the elapsed wall seconds."""
+    t: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        yield t
+    finally:
+        t["s"] = time.perf_counter() - start
+
+
+def self_peak_rss() -> int:
+    """Peak resident memory of this process so far, in bytes (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss() -> int:
+    return psutil.Process().memory_info().rss
+
+
+# ------------------------------------------------------------------------------------------------ child processes
+
+@dataclass
+class ChildRun:
+    """What ``run_measured`` saw: exit status, wall seconds, peak RSS (the child and its descendants together)."""
+
+    cmd: list[str]
+    returncode: int
+    seconds: float
+    peak_rss: int
+    stdout: str
+    stderr: str
+
+    def check(self) -> ChildRun:
+        if self.returncode != 0:
+            raise RuntimeError(f"command failed with exit status {self.returncode}: {' '.join(self.cmd)}\n"
+                               f"{self.stderr[-4000:]}")
+        return self
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+def run_measured(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 poll_s: float = 0.05, timeout_s: float | None = None) -> ChildRun:
+    """Run ``cmd`` to completion, polling the RSS of its process tree every ``poll_s`` seconds.
+
+    Polling can miss a spike shorter than ``poll_s``; for a single process the kernel's own high-water mark
+    (``ru_maxrss`` of the reaped child, via ``os.wait4``) is exact, so the larger of the two is reported.
+    Output goes to temporary files, not pipes, so a chatty child cannot block.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        popen = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=cwd)
+        proc = psutil.Process(popen.pid)
+        peak, status = 0, None
+        while status is None:
+            try:
+                peak = max(peak, _tree_rss(proc))
+            except psutil.NoSuchProcess:
+                pass
+            pid, wstatus, usage = os.wait4(popen.pid, os.WNOHANG)
+            if pid:
+                status = os.waitstatus_to_exitcode(wstatus)
+                peak = max(peak, usage.ru_maxrss * 1024)
+                break
+            if timeout_s is not None and time.perf_counter() - start > timeout_s:
+                popen.kill()
+                _, _, usage = os.wait4(popen.pid, 0)
+                status, peak = -9, max(peak, usage.ru_maxrss * 1024)
+                break
+            time.sleep(poll_s)
+        seconds = time.perf_counter() - start
+        popen.returncode = status      # reaped by wait4; keep Popen from waiting again
+        out.seek(0)
+        err.seek(0)
+        return ChildRun(list(cmd), status, seconds, peak, out.read(), err.read())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served(cmd: Sequence[str], ready_url: str, *, env: dict[str, str] | None = None,
+           timeout_s: float = 120.0) -> Iterator[subprocess.Popen]:
+    """Start a server process, wait until ``ready_url`` answers 2xx, and stop it (SIGTERM, then SIGKILL) on exit."""
+    import httpx
+
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"server exited with status {proc.returncode}: {' '.join(cmd)}\n{log.read()[-4000:]}")
+            try:
+                if httpx.get(ready_url, timeout=2.0).is_success:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready after {timeout_s:.0f} s: {ready_url}")
+            time.sleep(0.2)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def flysift_command() -> list[str]:
+    """How to call the ``flysift`` CLI of this checkout: the venv's console script, else the one on PATH."""
+    here = Path(sys.executable).with_name("flysift")
+    found = str(here) if here.exists() else shutil.which("flysift")
+    if not found:
+        raise RuntimeError("the flysift command is not installed; run `.venv/bin/pip install -e .` in the repository")
+    return [found]
+
+
+# ---------------------------------------------------------------------------------------------------------- files
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of all regular files under ``path`` (what the index costs on disk)."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def machine() -> dict[str, object]:
+    """The facts a reader needs to compare numbers across runs."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(), "platform": platform.platform(terse=True)}
+
+
+def write_json(path: Path, data: object) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} GiB"
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-flavoured markdown table; cells are str()-ed and ``|`` inside them escaped."""
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
