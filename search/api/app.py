@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from search import __version__
+from search.api.deps import TraceMiddleware, load_lexicon, principal
+from search.auth import AuthSettings, RateLimiter
 from search.config import Settings
 from search.errors import FlysiftError
 from search.service import SearchService
+from search.store import StoreSettings, open_store
 
 log = logging.getLogger("flysift.api")
 
@@ -22,14 +25,23 @@ def _error(status: int, code: str, message: str, details: dict | None = None, he
                         headers=headers)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, store_settings: StoreSettings | None = None) -> FastAPI:
     settings = settings or Settings()
+    store_settings = store_settings or StoreSettings()
     app = FastAPI(title="flysift", version=__version__,
                   description="Retrieval backend for literature-curation agents: budget-limited, gene-aware "
-                              "search over papers, passages and ontology terms.")
+                              "search over papers, passages and ontology terms.",
+                  dependencies=[Depends(principal)])
     app.state.settings = settings
     app.state.search = SearchService(settings)
     app.state.builds = {}
+    # sessions, auth and traces (search.api.deps)
+    app.state.store_settings = store_settings
+    app.state.store = open_store(settings, store_settings)
+    app.state.lexicon = load_lexicon(store_settings.lexicon, settings.data_dir)
+    auth = AuthSettings()
+    app.state.limiter = RateLimiter(auth.rate_limit_per_minute, auth.rate_limit_burst)
+    app.add_middleware(TraceMiddleware)
 
     @app.exception_handler(FlysiftError)
     async def _flysift_error(_: Request, exc: FlysiftError):
@@ -51,7 +63,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.exception("unhandled error")
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
 
-    from search.api import papers
+    from search.api import papers, sessions
 
     app.include_router(papers.router)
+    app.include_router(sessions.router)
     return app

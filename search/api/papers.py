@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
+from search.api.deps import current_session, lexicon, require_admin, store
 from search.api.schemas import BuildPapers, SearchRequest
 from search.errors import NotFound
 from search.models import IndexStats, IndexSummary, PaperSearchResults, PaperText, PassageSearchResults
 from search.passages import split_passages
 from search.service import SearchService
+from search.sessions import Session, charged_read, search_expansions
 
 router = APIRouter(prefix="/v1")
 
@@ -30,32 +32,52 @@ def stats(request: Request, collection: str = "default") -> IndexStats:
     return _svc(request).engine(collection).stats()
 
 
+def _expansions(request: Request, body: SearchRequest, session: Session | None) -> list[str]:
+    return search_expansions(lexicon(request), body.gene, session) if body.gene else []
+
+
 @router.post("/papers/search", response_model=PaperSearchResults, tags=["papers"])
-def search_papers(body: SearchRequest, request: Request) -> PaperSearchResults:
+def search_papers(body: SearchRequest, request: Request,
+                  session: Session | None = Depends(current_session)) -> PaperSearchResults:
     return _svc(request).search_papers(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
-                                       snippets=bool(body.snippets), collection=body.collection)
+                                       snippets=bool(body.snippets), collection=body.collection,
+                                       expansions=_expansions(request, body, session))
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
-def search_passages(body: SearchRequest, request: Request) -> PassageSearchResults:
+def search_passages(body: SearchRequest, request: Request,
+                    session: Session | None = Depends(current_session)) -> PassageSearchResults:
     return _svc(request).search_passages(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
-                                         snippets=body.snippets is not False, collection=body.collection)
+                                         snippets=body.snippets is not False, collection=body.collection,
+                                         expansions=_expansions(request, body, session))
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
-def get_paper(pmcid: str, request: Request,
+def get_paper(pmcid: str, request: Request, response: Response,
               sections: list[str] | None = Query(None, description="Section names (repeat or comma-separate); ABSTRACT selects the abstract"),
               max_chars: int | None = Query(None, description="Page size in characters; a cursor continues"),
-              cursor: str | None = None, collection: str = "default") -> PaperText:
+              cursor: str | None = None, collection: str = "default",
+              session: Session | None = Depends(current_session)) -> PaperText:
+    """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
+    X-Budget-Max say how much."""
     names = [n for s in sections for n in s.split(",")] if sections else None
-    return _svc(request).paper_text(pmcid, sections=names, max_chars=max_chars, cursor=cursor, collection=collection)
+
+    def read() -> PaperText:
+        return _svc(request).paper_text(pmcid, sections=names, max_chars=max_chars, cursor=cursor, collection=collection)
+
+    if session is None:
+        return read()
+    text, charge = charged_read(store(request), session, pmcid, cursor is not None, read)
+    response.headers["X-Budget-Used"] = str(charge.used)
+    response.headers["X-Budget-Max"] = str(charge.max_papers)
+    return text
 
 
 # ---- collection builds: index a corpus through the API (e.g. an IR test collection) ---------------------------
 # Open builds live in ``app.state.builds`` of the process that created them (one writer per collection).
 
 
-@router.post("/collections/{collection}/builds", tags=["indexing"])
+@router.post("/collections/{collection}/builds", dependencies=[Depends(require_admin)], tags=["indexing"])
 def create_build(collection: str, request: Request) -> dict:
     eng = _svc(request).engine(collection)
     build = eng.open_build(fingerprint=hashlib.sha256(f"api:{collection}".encode()).hexdigest(), resume=False)
@@ -71,7 +93,8 @@ def _build(request: Request, collection: str, build_id: str):
                        f"POST /v1/collections/{collection}/builds.") from None
 
 
-@router.post("/collections/{collection}/builds/{build_id}/papers", tags=["indexing"])
+@router.post("/collections/{collection}/builds/{build_id}/papers",
+             dependencies=[Depends(require_admin)], tags=["indexing"])
 def add_papers(collection: str, build_id: str, body: BuildPapers, request: Request) -> dict:
     build = _build(request, collection, build_id)
     passages = 0
@@ -83,7 +106,8 @@ def add_papers(collection: str, build_id: str, body: BuildPapers, request: Reque
     return {"indexed": len(body.papers), "passages": passages}
 
 
-@router.post("/collections/{collection}/builds/{build_id}/publish", response_model=IndexSummary, tags=["indexing"])
+@router.post("/collections/{collection}/builds/{build_id}/publish",
+             dependencies=[Depends(require_admin)], response_model=IndexSummary, tags=["indexing"])
 def publish_build(collection: str, build_id: str, request: Request) -> IndexSummary:
     build = _build(request, collection, build_id)
     n = build.count()

@@ -1,0 +1,269 @@
+"""Sessions: one agent run (usually one gene) with a reading budget, hidden terms, a synonym policy and a trace.
+
+The rules live here, independent of HTTP and of the store:
+
+* **Budget.** ``distinct`` (default): reading a paper's text spends one unit per distinct pmcid, re-reading is
+  free. ``flyaoc``: every ``get_paper_text`` call spends one unit, as FlyAOC's reference does (spec §2.2); a call
+  that continues a paper with a cursor is a continuation of a read, not a new one. Searching is always free. The
+  store spends atomically; at the limit it raises ``BudgetExhausted`` with the message the agent reads.
+* **Synonym policy** (what ``gene=`` expands a search with): ``none``; ``snapshot`` (current symbol and full
+  name); ``registered`` (plus names the agent registered in this session); ``full`` (the whole lexicon entry).
+* **Coverage**: against curator-cited pmcids, what the session read, what search surfaced but the agent did not
+  read, and what it never saw.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from search.errors import FlysiftError, InvalidRequest
+from search.lexicon import Lexicon
+from search.models import Gene
+
+SynonymPolicy = Literal["none", "snapshot", "registered", "full"]
+BudgetPolicy = Literal["distinct", "flyaoc"]
+MAX_PAPERS = 1000
+MAX_NAME_CHARS = 200
+#: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read)
+READ_TOOLS = frozenset({"get_paper"})
+T = TypeVar("T")
+
+
+class BudgetExhausted(FlysiftError):
+    status = 409
+    code = "budget_exhausted"
+
+    def __init__(self, used: int, max_papers: int):
+        super().__init__(f"Paper limit reached ({used}/{max_papers}). Submit your annotations.",
+                         details={"used": used, "max_papers": max_papers})
+
+
+class SessionClosed(FlysiftError):
+    status = 409
+    code = "session_closed"
+
+    def __init__(self, session_id: str):
+        super().__init__(f"Session {session_id} is closed; create a new session to continue.",
+                         details={"session_id": session_id})
+
+
+class HiddenSpec(BaseModel):
+    """Hidden terms of a session: a named set (``flyaoc``) and/or explicit ids, optionally with descendants."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    set: Literal["flyaoc"] | None = None
+    ids: list[str] = Field(default_factory=list)
+    descendants: bool = False
+
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, v: list[str]) -> list[str]:
+        bad = [i for i in v if ":" not in i]
+        if bad:
+            raise ValueError(f"term ids look like GO:0005634, got {bad[:5]}")
+        return list(dict.fromkeys(v))
+
+
+class SessionCreate(BaseModel):
+    """Body of POST /v1/sessions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gene: str = Field(description="FlyBase id (FBgn…) or current symbol (case-sensitive)")
+    team: str | None = Field(None, description="With auth on, the key's team (may be omitted); with auth off, "
+                                               "any label (default 'local')")
+    max_papers: int = Field(16, ge=1, le=MAX_PAPERS, description="Reading budget")
+    budget_policy: BudgetPolicy = Field("distinct", description="distinct: one unit per distinct paper; "
+                                                                "flyaoc: one unit per get_paper_text call")
+    synonym_policy: SynonymPolicy = "snapshot"
+    hidden_terms: HiddenSpec | None = None
+    label: str | None = Field(None, max_length=200, description="Free text, e.g. the harness and run name")
+
+
+class Session(BaseModel):
+    id: str
+    team: str
+    gene: Gene
+    max_papers: int
+    budget_policy: BudgetPolicy = "distinct"
+    synonym_policy: SynonymPolicy = "snapshot"
+    hidden_terms: HiddenSpec | None = None
+    label: str | None = None
+    status: Literal["open", "closed"] = "open"
+    created_at: float
+    closed_at: float | None = None
+    budget_used: int = 0
+    papers_read: list[str] = Field(default_factory=list, description="Distinct pmcids read, in first-read order")
+    registered_names: list[str] = Field(default_factory=list)
+    submissions: int = 0
+
+    @property
+    def budget_left(self) -> int:
+        return max(0, self.max_papers - self.budget_used)
+
+
+class ReadCharge(BaseModel):
+    """What one read cost: ``charged`` is false for a free re-read (or a continuation page)."""
+
+    pmcid: str
+    charged: bool
+    used: int
+    max_papers: int
+
+
+class TraceEvent(BaseModel):
+    seq: int = 0
+    time: float
+    tool: str
+    method: str = ""
+    path: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    returned_ids: list[str] = Field(default_factory=list)
+    latency_ms: float
+    status: int
+    error: dict[str, Any] | None = None
+
+
+class Submission(BaseModel):
+    seq: int = 0
+    time: float
+    annotations: dict[str, Any]
+    report: dict[str, Any]
+    valid: bool
+
+
+class Coverage(BaseModel):
+    gene: str
+    cited: list[str]
+    read: list[str]
+    surfaced_not_read: list[str]
+    never_surfaced: list[str]
+    read_fraction: float = Field(description="Cited papers read / cited papers (0 when none are cited)")
+    surfaced_fraction: float = Field(description="Cited papers read or surfaced by search / cited papers")
+    source: str = Field(description="Where the cited list came from: request or ground_truth")
+
+
+def new_session_id() -> str:
+    return "ses_" + secrets.token_urlsafe(12)
+
+
+def new_session(body: SessionCreate, team: str, gene: Gene) -> Session:
+    return Session(id=new_session_id(), team=team, gene=gene, max_papers=body.max_papers,
+                   budget_policy=body.budget_policy, synonym_policy=body.synonym_policy,
+                   hidden_terms=body.hidden_terms, label=body.label, created_at=time.time())
+
+
+def clean_names(names: Iterable[str]) -> list[str]:
+    """Names an agent registers: stripped, non-empty, bounded, deduplicated."""
+    out = [n.strip() for n in names if n and n.strip()]
+    long = [n for n in out if len(n) > MAX_NAME_CHARS]
+    if long:
+        raise InvalidRequest(f"names are at most {MAX_NAME_CHARS} characters", details={"field": "names"})
+    if not out:
+        raise InvalidRequest("give at least one non-empty name", details={"field": "names"})
+    return list(dict.fromkeys(out))
+
+
+def expansion_names(policy: SynonymPolicy, gene: Gene, registered: Sequence[str] = ()) -> list[str]:
+    """The names a search for ``gene`` is expanded with under ``policy`` (symbol first)."""
+    if policy == "none":
+        return []
+    names = [gene.symbol, gene.fullname or ""]
+    if policy == "registered":
+        names += registered
+    elif policy == "full":
+        names += [*gene.symbol_synonyms, *gene.fullname_synonyms]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def search_expansions(lexicon: Lexicon, gene_ref: str, session: Session | None) -> list[str]:
+    """Expansion names for a search's ``gene=``: the session's policy (registered names count only for the
+    session's own gene); without a session, ``snapshot``."""
+    gene = lexicon.resolve(gene_ref)
+    if session is None:
+        return expansion_names("snapshot", gene)
+    registered = session.registered_names if gene.id == session.gene.id else ()
+    return expansion_names(session.synonym_policy, gene, registered)
+
+
+def hidden_ids_for(session: Session | None, ontology=None) -> frozenset[str]:
+    """The term ids hidden from this session: its named set plus its ids, with descendants in ``ontology`` (a
+    ``search.ontology.Ontology``) when the session asks for them. Without a session nothing is hidden."""
+    spec = session.hidden_terms if session else None
+    if spec is None:
+        return frozenset()
+    from search.hidden import expand, named_set
+
+    ids = [*(named_set(spec.set) if spec.set else ()), *spec.ids]
+    if ontology is not None:
+        return expand(ontology, ids, descendants=spec.descendants).ids | frozenset(ids)
+    return frozenset(ids)
+
+
+# ---- coverage -------------------------------------------------------------------------------------------------
+
+def cited_pmcids(ground_truth: Path) -> dict[str, list[str]]:
+    """Gene id → pmcids cited by curators in a FlyAOC ground truth (in-corpus GO and expression rows)."""
+    out: dict[str, list[str]] = {}
+    with open(ground_truth, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            rows = [*row.get("task1_function", []), *row.get("task2_expression", [])]
+            out[row["gene_id"]] = list(dict.fromkeys(r["pmcid"] for r in rows if r.get("in_corpus") and r.get("pmcid")))
+    return out
+
+
+def pmcid_of(returned_id: str) -> str:
+    """Passage ids are ``PMCID:section:paragraph``; paper ids are the pmcid."""
+    return returned_id.split(":", 1)[0]
+
+
+def coverage(session: Session, trace: Iterable[TraceEvent], cited: Sequence[str], source: str) -> Coverage:
+    cited = list(dict.fromkeys(cited))
+    read = set(session.papers_read)
+    surfaced = {pmcid_of(i) for ev in trace if ev.tool not in READ_TOOLS and ev.error is None for i in ev.returned_ids}
+    c_read = [p for p in cited if p in read]
+    c_surf = [p for p in cited if p not in read and p in surfaced]
+    never = [p for p in cited if p not in read and p not in surfaced]
+    n = len(cited)
+    return Coverage(gene=session.gene.id, cited=cited, read=c_read, surfaced_not_read=c_surf, never_surfaced=never,
+                    read_fraction=round(len(c_read) / n, 4) if n else 0.0,
+                    surfaced_fraction=round((len(c_read) + len(c_surf)) / n, 4) if n else 0.0, source=source)
+
+
+def charge_decision(session_id: str, status: str, policy: str, max_papers: int, used: int, already_read: bool,
+                    continuation: bool) -> bool:
+    """Whether a read spends a unit (every store calls this inside its atomic step); raises when it may not read."""
+    require_open(session_id, status)
+    if already_read and (policy == "distinct" or continuation):
+        return False
+    if used >= max_papers:
+        raise BudgetExhausted(used, max_papers)
+    return True
+
+
+def require_open(session_id: str, status: str) -> None:
+    """Closed sessions take no reads, names or submissions."""
+    if status != "open":
+        raise SessionClosed(session_id)
+
+
+def charged_read(store, session: Session, pmcid: str, continuation: bool, read: Callable[[], T]) -> tuple[T, ReadCharge]:
+    """Run ``read`` (which produces the text) and spend budget for it in ``store``. Under ``distinct`` the text is
+    made first, so an unknown pmcid or a bad argument costs nothing; under ``flyaoc`` the unit is spent first, as in
+    the reference, where every call counts."""
+    if session.budget_policy == "flyaoc":
+        charge = store.charge_read(session.id, pmcid, continuation)
+        return read(), charge
+    text = read()
+    return text, store.charge_read(session.id, pmcid, continuation)
