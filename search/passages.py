@@ -1,80 +1,101 @@
-"""Passages: the unit of evidence. Paragraphs, with long ones cut at sentence boundaries into ~300-word pieces.
+"""Split a paper into passages, the unit of evidence agents search and quote.
 
-Ids are ``PMCID:section_index:paragraph_index`` (section 0 is the abstract, body sections count from 1) with
-``.k`` for the k-th piece (k ≥ 1) of a split paragraph; ``start``/``end`` are character offsets into the paragraph,
-so ``paragraph[start:end] == passage.text`` always holds. Both the indexer and the service's build API use this.
+A passage is one paragraph, or a piece of about ``max_words`` words of a long one, cut at sentence boundaries (at
+word boundaries inside a sentence longer than twice ``max_words``). Ids are ``PMCID:section:paragraph`` with
+``.k`` for the k-th piece (k ≥ 1); section 0 is the abstract, body sections count from 1. ``start``/``end`` are
+character offsets into the paragraph string, so ``paragraph[start:end] == passage.text`` always. Deterministic:
+the same paper always gives the same passages.
 """
 
 from __future__ import annotations
+
+import math
+import re
 
 import regex
 
 from search.models import ABSTRACT, Paper, Passage
 
-MAX_WORDS = 300
-_ABBREV = r"(?<!\b(?:e\.g|i\.e|et al|Fig|Figs|approx|ca|cf|vs|resp|Eq|Ref|No|[A-Z]))"
-_SENTENCE_END = regex.compile(_ABBREV + r"[.?!][\"')\]]*\s+(?=[\p{Lu}\p{N}(\[])")
-_WORD = regex.compile(r"\S+")
+#: Words ending in "." after which a capitalised word does not start a new sentence.
+ABBREVIATIONS = frozenset("""e.g. i.e. al. fig. figs. approx. cf. vs. ca. eq. eqs. ref. refs. no. nos. dr. mr. mrs.
+    prof. st. sp. spp. ssp. subsp. var. resp. vol. pp. p. tab. suppl. inc. ltd. co. corp. jr. sr. ch. sect.""".split())
+_BOUNDARY = regex.compile(r"([.?!][\"'\u201d\u2019)\]]*)(\s+)(?=[\p{Lu}\p{N}(\[])")
+_INITIAL = regex.compile(r"\p{Lu}\.")
+_WORD = re.compile(r"\S+")
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 
 
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        spans.append((start, m.end()))
+def abstract_paragraphs(abstract: str) -> list[str]:
+    """The abstract's paragraphs (blank-line separated parts, stripped, empty ones dropped): passage paragraph
+    indexes of section 0 refer to this list."""
+    return [p.strip() for p in _BLANK_LINE.split(abstract) if p.strip()]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence: a break after ``.?!`` (and closing quotes/brackets) followed by space and
+    an upper-case letter, digit or opening bracket, except after known abbreviations and single initials."""
+    start = len(text) - len(text.lstrip())
+    spans = []
+    for m in _BOUNDARY.finditer(text):
+        end = m.end(1)
+        if m.group(1) == ".":
+            i = m.start(1)
+            while i > 0 and not text[i - 1].isspace():
+                i -= 1
+            token = text[i:end].lstrip("([{\"'\u201c\u2018")
+            if token.lower() in ABBREVIATIONS or _INITIAL.fullmatch(token):
+                continue
+        if end > start:
+            spans.append((start, end))
         start = m.end()
-    if start < len(text):
-        spans.append((start, len(text)))
+    end = len(text.rstrip())
+    if end > start:
+        spans.append((start, end))
     return spans
 
 
-def _word_pieces(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
-    """Cut an over-long sentence at word boundaries."""
-    words = [m for m in _WORD.finditer(text, start, end)]
-    return [(words[i].start(), words[min(i + max_words, len(words)) - 1].end()) for i in range(0, len(words), max_words)]
+def _word_chunks(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int, int]]:
+    words = [m.span() for m in _WORD.finditer(text, start, end)]
+    return [(words[i][0], words[min(i + max_words, len(words)) - 1][1], min(max_words, len(words) - i))
+            for i in range(0, len(words), max_words)]
 
 
-def split_paragraph(text: str, max_words: int = MAX_WORDS) -> list[tuple[int, int]]:
-    """``(start, end)`` pieces of a paragraph: whole sentences packed up to about ``max_words`` words each."""
-    if len(_WORD.findall(text)) <= max_words:
-        return [(0, len(text))] if text.strip() else []
+def split_paragraph(text: str, max_words: int = 300) -> list[tuple[int, int]]:
+    """``(start, end)`` of the pieces of one paragraph; one piece (the stripped paragraph) when it is short."""
+    start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    if start >= end:
+        return []
+    total = len(_WORD.findall(text))
+    if total <= max_words:
+        return [(start, end)]
+    units: list[tuple[int, int, int]] = []
+    for a, b in sentence_spans(text):
+        n = len(_WORD.findall(text, a, b))
+        units.extend(_word_chunks(text, a, b, max_words) if n > 2 * max_words else [(a, b, n)])
+    target = total / math.ceil(total / max_words)
     pieces: list[tuple[int, int]] = []
-    cur_start, cur_words = None, 0
-    for s, e in _sentence_spans(text):
-        n = len(_WORD.findall(text, s, e))
-        if n > 2 * max_words:
-            if cur_start is not None:
-                pieces.append((cur_start, s))
-                cur_start, cur_words = None, 0
-            pieces += _word_pieces(text, s, e, max_words)
-            continue
-        if cur_start is not None and cur_words + n > max_words:
-            pieces.append((cur_start, s))
-            cur_start, cur_words = None, 0
-        if cur_start is None:
-            cur_start = s
-        cur_words += n
-    if cur_start is not None:
-        pieces.append((cur_start, len(text)))
-    # trim whitespace at piece edges so offsets point at text
-    out = []
-    for s, e in pieces:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            out.append((s, e))
-    return out
+    piece_start, piece_end, words = units[0][0], units[0][0], 0
+    for a, b, n in units:
+        # close the piece when the next unit would pass max_words, or overshoot the even share more than it fills
+        if words and (words + n > max_words or words + n - target > target - words):
+            pieces.append((piece_start, piece_end))
+            piece_start, words = a, 0
+        piece_end, words = b, words + n
+    pieces.append((piece_start, piece_end))
+    return pieces
 
 
-def split_passages(paper: Paper, max_words: int = MAX_WORDS) -> list[Passage]:
-    units = [(0, ABSTRACT, [paper.abstract])] if paper.abstract.strip() else []
-    units += [(i, s.type, s.paragraphs) for i, s in enumerate(paper.sections, start=1)]
+def split_passages(paper: Paper, max_words: int = 300) -> list[Passage]:
+    """All passages of a paper in document order: abstract paragraphs (section 0), then each body section's."""
+    if max_words < 1:
+        raise ValueError(f"max_words must be positive, got {max_words}")
+    sections = [(ABSTRACT, abstract_paragraphs(paper.abstract))] + [(s.type, s.paragraphs) for s in paper.sections]
     out = []
-    for si, stype, paragraphs in units:
-        for pi, para in enumerate(paragraphs):
-            for k, (s, e) in enumerate(split_paragraph(para, max_words)):
-                pid = f"{paper.pmcid}:{si}:{pi}" + (f".{k}" if k else "")
-                out.append(Passage(id=pid, pmcid=paper.pmcid, section_index=si, paragraph_index=pi, section_type=stype,
-                                   start=s, end=e, text=para[s:e], year=paper.year))
+    for s_index, (kind, paragraphs) in enumerate(sections):
+        for p_index, paragraph in enumerate(paragraphs):
+            for k, (start, end) in enumerate(split_paragraph(paragraph, max_words)):
+                out.append(Passage(id=f"{paper.pmcid}:{s_index}:{p_index}" + (f".{k}" if k else ""),
+                                   pmcid=paper.pmcid, section_index=s_index, paragraph_index=p_index,
+                                   section_type=kind, start=start, end=end, text=paragraph[start:end],
+                                   year=paper.year))
     return out

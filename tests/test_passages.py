@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from indexer.passages import abstract_paragraphs, sentence_spans, split_paragraph, split_passages
+from search.passages import abstract_paragraphs, sentence_spans, split_paragraph, split_passages
 from search.models import Paper, Section
 
 
