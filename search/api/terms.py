@@ -1,0 +1,101 @@
+"""Ontology term endpoints: search, lookup, hierarchy, the resolver, and FlyAOC's term tools (spec §2.3, §2.4).
+
+Every endpoint takes the request's hidden set (``hidden=flyaoc`` or comma-separated ids, ``hidden_descendants``)
+until sessions carry it. The service is ``request.app.state.terms`` (a ``search.terms.TermService``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+
+from search.terms import ResolvedTerm, TermList, TermLookup, TermSearchResponse, TermService
+
+router = APIRouter(prefix="/v1", tags=["terms"])
+
+Hidden = Query(None, description="Hidden terms: a named set (flyaoc) and/or comma-separated ids")
+HiddenDesc = Query(False, description="Also hide every descendant (is_a, part_of) of the hidden ids")
+Relations = Query("hierarchy", description="Relation set (is_a, hierarchy, regulates, all) or comma-separated names")
+
+
+def _svc(request: Request) -> TermService:
+    return request.app.state.terms
+
+
+@router.get("/terms/search", response_model=TermSearchResponse)
+def search_terms(request: Request, q: str = Query(..., description="Words, a phrase or a term id"),
+                 ontology: str = Query("go", description="go, fbbt, fbdv (or another indexed name)"),
+                 aspect: str | None = Query(None, description="GO aspect P, F or C"),
+                 limit: int = Query(10, ge=1, le=100), include_obsolete: bool = False,
+                 hidden: str | None = Hidden, hidden_descendants: bool = HiddenDesc) -> TermSearchResponse:
+    """Terms by name, synonym (weighted by scope), definition or id; hidden and obsolete terms left out."""
+    return _svc(request).search(ontology, q, aspect=aspect, limit=limit, hidden=hidden,
+                                hidden_descendants=hidden_descendants, include_obsolete=include_obsolete)
+
+
+@router.get("/terms/resolve", response_model=list[ResolvedTerm])
+def resolve_terms(request: Request, text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
+                  ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1, le=100),
+                  hidden: str | None = Hidden, hidden_descendants: bool = HiddenDesc) -> list[ResolvedTerm]:
+    """Visible terms ranked for a free-text description (post-hoc resolution of natural-language outputs)."""
+    return _svc(request).resolve_description(text, ontology, aspect=aspect, limit=limit, hidden=hidden,
+                                             hidden_descendants=hidden_descendants)
+
+
+@router.get("/terms/{term_id}", response_model=TermLookup)
+def get_term(request: Request, term_id: str, hidden: str | None = Hidden,
+             hidden_descendants: bool = HiddenDesc) -> TermLookup:
+    """A term by id. Alt ids resolve to the primary (with a note); obsolete terms list their replacements;
+    hidden terms answer 404 ``term_hidden``."""
+    return _svc(request).lookup(term_id, hidden=hidden, hidden_descendants=hidden_descendants)
+
+
+def _related(direction: Literal["ancestors", "descendants", "children", "parents"], default_relations: str):
+    def endpoint(request: Request, term_id: str,
+                 relations: str = Query(default_relations, description=Relations.description),
+                 limit: int = Query(1000, ge=1, le=100_000), hidden: str | None = Hidden,
+                 hidden_descendants: bool = HiddenDesc) -> TermList:
+        return _svc(request).related(term_id, direction, relations=relations, limit=limit, hidden=hidden,
+                                     hidden_descendants=hidden_descendants)
+
+    endpoint.__doc__ = f"The term's {direction} over the given relations (hidden terms left out)."
+    return endpoint
+
+
+for _direction, _default in (("ancestors", "hierarchy"), ("descendants", "hierarchy"), ("parents", "is_a"),
+                             ("children", "is_a")):
+    router.add_api_route(f"/terms/{{term_id}}/{_direction}", _related(_direction, _default),  # type: ignore[arg-type]
+                         methods=["GET"], response_model=TermList, name=f"term_{_direction}")
+
+
+# ---- FlyAOC tool shapes -------------------------------------------------------------------------------------------
+
+@router.get("/flyaoc/search_go_terms", tags=["flyaoc"])
+def search_go_terms(request: Request, query: str, aspect: str | None = None, limit: int = Query(10, ge=1, le=100),
+                    hidden: str | None = Hidden, hidden_descendants: bool = HiddenDesc) -> list[dict[str, Any]]:
+    """``search_go_terms``: ``{go_id, name, namespace, definition, synonyms?, parents?, children_count?}``."""
+    return _svc(request).flyaoc_search("go", query, aspect=aspect, limit=limit, hidden=hidden,
+                                       hidden_descendants=hidden_descendants)
+
+
+@router.get("/flyaoc/search_anatomy_terms", tags=["flyaoc"])
+def search_anatomy_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> list[dict[str, Any]]:
+    """``search_anatomy_terms``: ``{fbbt_id, name, definition, synonyms?, parents?, children_count?}``."""
+    return _svc(request).flyaoc_search("fbbt", query, limit=limit)
+
+
+@router.get("/flyaoc/search_stage_terms", tags=["flyaoc"])
+def search_stage_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> list[dict[str, Any]]:
+    """``search_stage_terms``: ``{fbdv_id, name, definition, synonyms?, parents?, children_count?}``."""
+    return _svc(request).flyaoc_search("fbdv", query, limit=limit)
+
+
+@router.get("/flyaoc/get_term_children", tags=["flyaoc"])
+def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1, le=100),
+                      relations: str = Query("is_a", description=Relations.description),
+                      hidden: str | None = Hidden, hidden_descendants: bool = HiddenDesc) -> dict[str, Any]:
+    """``get_term_children``: ``{term_id, term_name, children_count, children, truncated}``. Errors carry FlyAOC's
+    ``{term_id, error}`` body in ``details.flyaoc``."""
+    return _svc(request).flyaoc_children(term_id, limit=limit, relations=relations, hidden=hidden,
+                                         hidden_descendants=hidden_descendants)

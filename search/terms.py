@@ -1,0 +1,332 @@
+"""The term service: search, lookup, hierarchy walks and FlyAOC-shaped records over the indexed ontologies, with
+hidden terms applied everywhere, and the description → term resolver.
+
+What it reads from ``<data_dir>``: ``ontologies/<name>.pkl`` (the compact ontology the indexer writes; reloaded when
+the file changes) for lookups and the DAG, and the term index (``search.engines.embedded_terms``) for search.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from search.engines.embedded_terms import TermIndex, analyze
+from search.errors import InvalidRequest, NotFound
+from search.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
+from search.models import Term, TermHit
+from search.ontology import GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, spec_for_id
+
+ASPECTS = ("P", "F", "C")
+MAX_LIMIT = 100
+MAX_QUERY_CHARS = 1000
+FLYAOC_NOT_FOUND = "Term not found in ontology"
+FLYAOC_BAD_PREFIX = "Unknown ontology prefix. Use GO:, FBbt:, or FBdv:"
+
+
+class TermRef(BaseModel):
+    id: str
+    name: str
+    obsolete: bool = False
+
+
+class TermLookup(BaseModel):
+    """A term looked up by id. ``note`` explains an alt id (resolved to its primary) or an obsolete term."""
+
+    requested_id: str
+    id: str
+    note: str | None = None
+    term: Term
+    replacements: list[TermRef] = Field(default_factory=list, description="replaced_by then consider, for obsolete terms")
+    children_count: int = Field(0, description="Visible direct is_a children")
+
+
+class TermList(BaseModel):
+    """Ancestors, descendants or children of a term over some relations (hidden terms left out)."""
+
+    id: str
+    relations: list[str]
+    total: int
+    truncated: bool = False
+    terms: list[TermRef]
+
+
+class TermSearchResponse(BaseModel):
+    ontology: str
+    query: str
+    aspect: str | None = None
+    hidden: int = Field(0, description="How many ids were hidden from this search")
+    hits: list[TermHit]
+
+
+class ResolvedTerm(BaseModel):
+    """A candidate term for a free-text description, with the label (name or synonym) that matched best."""
+
+    id: str
+    name: str
+    aspect: str | None = None
+    matched: str
+    score: float
+
+
+class TermSearcher(Protocol):
+    """What the service needs of an engine's term side (``TermIndex``; a cluster engine can offer the same)."""
+
+    def search(self, ontology_name: str, query: str, aspect: str | None = None, limit: int = 10,
+               exclude_ids: Iterable[str] = frozenset(), include_obsolete: bool = False) -> list[TermHit]: ...
+
+
+def _bool(value: bool | str | None) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(value)
+
+
+class TermService:
+    """Everything the API and CLI do with terms, for the ontologies indexed in ``data_dir``."""
+
+    def __init__(self, data_dir: Path | str, index: TermSearcher | None = None):
+        self.data_dir = Path(data_dir)
+        self.index: TermSearcher = index or TermIndex(self.data_dir)
+        self._onts: dict[str, tuple[int, Ontology]] = {}
+        self._lock = threading.Lock()
+
+    # ---- ontologies -----------------------------------------------------------------------------------------------
+    def ontology_path(self, name: str) -> Path:
+        return self.data_dir / "ontologies" / f"{name}.pkl"
+
+    def names(self) -> list[str]:
+        d = self.data_dir / "ontologies"
+        return sorted(p.stem for p in d.glob("*.pkl")) if d.is_dir() else []
+
+    def valid_names(self) -> list[str]:
+        return sorted(set(KNOWN) | set(self.names()))
+
+    def ontology(self, name: str) -> Ontology:
+        """The named ontology as last indexed (reloaded when the indexer rewrote it)."""
+        path = self.ontology_path(name)
+        try:
+            mtime = path.stat().st_mtime_ns
+        except (FileNotFoundError, OSError):
+            if name in KNOWN:
+                raise NotFound(f"ontology {name!r} is not indexed in {self.data_dir}: run "
+                               f"`flysift index ontology FILE --name {name}`", details={"indexed": self.names()}) from None
+            raise InvalidRequest(f"unknown ontology {name!r}", details={"valid": self.valid_names()}) from None
+        cached = self._onts.get(name)
+        if cached is None or cached[0] != mtime:
+            with self._lock:
+                cached = self._onts.get(name)
+                if cached is None or cached[0] != mtime:
+                    cached = (mtime, Ontology.read(path))
+                    self._onts[name] = cached
+        return cached[1]
+
+    def index_ontology(self, ontology: Ontology, write_terms: Callable[[str, Iterable[Term]], int]) -> int:
+        """Index the terms with ``write_terms`` (an engine's), then save the compact ontology the service reads."""
+        n = write_terms(ontology.name, ontology.terms())
+        ontology.save(self.ontology_path(ontology.name))
+        return n
+
+    def _locate(self, term_id: str) -> tuple[Ontology, str]:
+        """The ontology holding ``term_id`` and its primary id: 422 for a malformed id, 404 for an unknown one."""
+        term_id = term_id.strip()
+        spec = spec_for_id(term_id)
+        candidates = [spec.name] if spec else [n for n in self.names() if n not in KNOWN]
+        for name in candidates:
+            ont = self.ontology(name)
+            primary = ont.resolve(term_id)
+            if primary:
+                return ont, primary
+        if spec is None or not spec.valid_id(term_id):
+            raise InvalidRequest(f"malformed term id {term_id!r}",
+                                 details={"valid": [f"{s.id_pattern} (e.g. {s.example})" for s in KNOWN.values()],
+                                          "flyaoc": {"term_id": term_id, "error": FLYAOC_BAD_PREFIX}})
+        raise NotFound(f"term {term_id} not found in {spec.name}",
+                       details={"flyaoc": {"term_id": term_id, "error": FLYAOC_NOT_FOUND}})
+
+    # ---- hidden terms ---------------------------------------------------------------------------------------------
+    def hidden(self, ontology: str, hidden: str | Iterable[str] | None, descendants: bool | str = False,
+               relations: str | Iterable[str] = DEFAULT_RELATIONS) -> HiddenSet:
+        ids = parse_hidden(hidden)
+        if not ids:
+            return HiddenSet()
+        rels = relations if isinstance(relations, str) else ",".join(relations)
+        return self._hidden(ontology, self.ontology(ontology), ids, _bool(descendants), rels)
+
+    @lru_cache(maxsize=64)
+    def _hidden(self, name: str, ont: Ontology, ids: tuple[str, ...], descendants: bool, relations: str) -> HiddenSet:
+        return expand(ont, ids, descendants=descendants, relations=relations)
+
+    @staticmethod
+    def _hide_check(term_id: str, hidden: HiddenSet, requested: str) -> None:
+        if term_id in hidden:
+            raise NotFound(f"term {requested} is hidden in this context",
+                           code="term_hidden", details={"hidden": True,
+                                                        "flyaoc": {"term_id": requested, "error": FLYAOC_NOT_FOUND}})
+
+    # ---- search ---------------------------------------------------------------------------------------------------
+    def search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
+               hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
+               include_obsolete: bool = False) -> TermSearchResponse:
+        ont = self.ontology(ontology)
+        query = self._check_query(query)
+        aspect = self._check_aspect(aspect)
+        limit = self._check_limit(limit)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        hits = self.index.search(ont.name, query, aspect=aspect, limit=limit, exclude_ids=hid.ids,
+                                 include_obsolete=include_obsolete)
+        return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
+
+    @staticmethod
+    def _check_query(query: str) -> str:
+        query = (query or "").strip()
+        if not query:
+            raise InvalidRequest("q: empty query", details={"field": "q"})
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidRequest(f"q: query longer than {MAX_QUERY_CHARS} characters", details={"field": "q"})
+        return query
+
+    @staticmethod
+    def _check_aspect(aspect: str | None) -> str | None:
+        if aspect is None or aspect == "":
+            return None
+        a = aspect.strip().upper()
+        a = GO_ASPECTS.get(aspect.strip().lower(), a)
+        if a not in ASPECTS:
+            raise InvalidRequest(f"aspect: {aspect!r} is not a GO aspect",
+                                 details={"field": "aspect", "valid": list(ASPECTS) + sorted(GO_ASPECTS)})
+        return a
+
+    @staticmethod
+    def _check_limit(limit: int) -> int:
+        if not 1 <= int(limit) <= MAX_LIMIT:
+            raise InvalidRequest(f"limit: must be between 1 and {MAX_LIMIT}", details={"field": "limit"})
+        return int(limit)
+
+    def _relations(self, ont: Ontology, relations: str | Iterable[str] | None) -> list[str]:
+        rels = ont.expand_relations(relations)
+        unknown = [r for r in rels if r not in ont.relations and r not in RELATION_SETS["hierarchy"]]
+        if unknown:
+            raise InvalidRequest(f"relations: unknown {unknown}",
+                                 details={"field": "relations", "valid": sorted(RELATION_SETS) + ont.relations})
+        return rels
+
+    # ---- lookups --------------------------------------------------------------------------------------------------
+    def lookup(self, term_id: str, *, hidden: str | Iterable[str] | None = None,
+               hidden_descendants: bool | str = False) -> TermLookup:
+        """A term by primary or alt id; alt ids resolve with a note, obsolete terms list their replacements."""
+        ont, primary = self._locate(term_id)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        self._hide_check(primary, hid, term_id)
+        term = ont.get(primary)
+        assert term is not None
+        notes = []
+        if primary != term_id.strip():
+            notes.append(f"{term_id.strip()} is an alternative id of {primary} ({term.name}).")
+        replacements = [self._ref(ont, r) for r in dict.fromkeys(term.replaced_by + term.consider) if r not in hid]
+        if term.obsolete:
+            notes.append(f"{primary} is obsolete" + (
+                f"; replaced by {', '.join(term.replaced_by)}" if term.replaced_by else "") + (
+                f"; consider {', '.join(term.consider)}" if term.consider else "") + ".")
+        return TermLookup(requested_id=term_id.strip(), id=primary, note=" ".join(notes) or None, term=term,
+                          replacements=replacements, children_count=len(self._visible_children(ont, primary, hid)))
+
+    @staticmethod
+    def _ref(ont: Ontology, term_id: str) -> TermRef:
+        primary = ont.resolve(term_id) or term_id
+        return TermRef(id=primary, name=ont.name_of(primary), obsolete=ont.is_obsolete(primary))
+
+    @staticmethod
+    def _visible_children(ont: Ontology, term_id: str, hid: HiddenSet, relations: Iterable[str] = (IS_A,)
+                          ) -> list[str]:
+        return [c for c in ont.children(term_id, relations) if c not in hid]
+
+    def related(self, term_id: str, direction: Literal["ancestors", "descendants", "children", "parents"], *,
+                relations: str | Iterable[str] | None = "hierarchy", limit: int = 1000,
+                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False) -> TermList:
+        """Ancestors, descendants, direct children or direct parents over ``relations``, hidden ones left out."""
+        ont, primary = self._locate(term_id)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        self._hide_check(primary, hid, term_id)
+        rels = self._relations(ont, relations)
+        ids = [i for i in getattr(ont, direction)(primary, rels) if i not in hid]
+        if not 1 <= limit <= 100_000:
+            raise InvalidRequest("limit: must be between 1 and 100000", details={"field": "limit"})
+        return TermList(id=primary, relations=rels, total=len(ids), truncated=len(ids) > limit,
+                        terms=[self._ref(ont, i) for i in ids[:limit]])
+
+    # ---- FlyAOC-shaped tools (spec §2.3, §2.4) ---------------------------------------------------------------------
+    def flyaoc_record(self, ont: Ontology, term_id: str, hid: HiddenSet, full: bool = True) -> dict[str, Any]:
+        """``{go_id|fbbt_id|fbdv_id, name, namespace (GO), definition, synonyms?, parents?, children_count?}``."""
+        term = ont.get(term_id)
+        assert term is not None
+        key = KNOWN[ont.name].id_field if ont.name in KNOWN else "id"
+        rec: dict[str, Any] = {key: term.id, "name": term.name}
+        children = len(self._visible_children(ont, term.id, hid))
+        if full:
+            if ont.name == "go":
+                rec["namespace"] = term.namespace
+            rec["definition"] = term.definition
+            if term.synonyms:
+                rec["synonyms"] = [s.text for s in term.synonyms[:5]]
+            parents = [p for p in ont.parents(term.id, (IS_A,)) if p not in hid][:2]
+            if parents:
+                rec["parents"] = [f"{p} ({ont.name_of(p)})" for p in parents]
+        if children:
+            rec["children_count"] = children
+        return rec
+
+    def flyaoc_search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False
+                      ) -> list[dict[str, Any]]:
+        """``search_go_terms`` / ``search_anatomy_terms`` / ``search_stage_terms`` records."""
+        res = self.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden,
+                          hidden_descendants=hidden_descendants)
+        ont = self.ontology(ontology)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        return [self.flyaoc_record(ont, h.id, hid) for h in res.hits]
+
+    def flyaoc_children(self, term_id: str, *, limit: int = 20, relations: str | Iterable[str] = IS_A,
+                        hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False
+                        ) -> dict[str, Any]:
+        """``get_term_children``: ``{term_id, term_name, children_count, children, truncated}``."""
+        ont, primary = self._locate(term_id)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        self._hide_check(primary, hid, term_id)
+        kids = self._visible_children(ont, primary, hid, self._relations(ont, relations))
+        limit = self._check_limit(limit)
+        return {"term_id": term_id.strip(), "term_name": ont.name_of(primary), "children_count": len(kids),
+                "children": [self.flyaoc_record(ont, c, hid, full=False) for c in kids[:limit]],
+                "truncated": len(kids) > limit}
+
+    # ---- description → term --------------------------------------------------------------------------------------
+    def resolve_description(self, text: str, ontology: str = "go", *, aspect: str | None = None, limit: int = 5,
+                            hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
+                            pool: int = 50) -> list[ResolvedTerm]:
+        """Rank visible terms for a natural-language description (e.g. an agent's proposed term name).
+
+        Search gives a candidate pool; candidates are re-ranked by how well their best label (name or a synonym)
+        covers the description's words and vice versa (Dice over word-view tokens), with the search score as a
+        tie-breaker, so "compound eye morphogenesis" prefers the term so named over longer terms containing it.
+        """
+        res = self.search(ontology, text, aspect=aspect, limit=max(pool, limit), hidden=hidden,
+                          hidden_descendants=hidden_descendants)
+        if not res.hits:
+            return []
+        ont = self.ontology(ontology)
+        want = set(analyze("word", text))
+        top = res.hits[0].score or 1.0
+        out = []
+        for h in res.hits:
+            term = ont.get(h.id)
+            labels = [term.name] + [s.text for s in term.synonyms] if term else [h.name]
+            dice, label = max(((2 * len(want & (got := set(analyze("word", lab)))) / (len(want) + len(got) or 1), lab)
+                               for lab in labels), key=lambda x: x[0])
+            out.append(ResolvedTerm(id=h.id, name=h.name, aspect=h.aspect, matched=label,
+                                    score=round(0.7 * dice + 0.3 * h.score / top, 4)))
+        out.sort(key=lambda r: -r.score)
+        return out[:limit]

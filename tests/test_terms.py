@@ -1,0 +1,206 @@
+"""Term index, term service, REST endpoints and CLI on the hand-written fixtures (tests/fixtures/mini*.obo)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from search.engines.embedded_terms import TermIndex
+from search.errors import InputError, InvalidRequest, NotFound
+from search.models import Synonym, Term
+from search.ontology import Ontology
+from search.terms import TermService
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("data")
+    cache = tmp_path_factory.mktemp("cache")
+    svc = TermService(d)
+    for file, name in (("mini.obo", "go"), ("mini_fbbt.obo", "fbbt")):
+        svc.index_ontology(Ontology.load(FIX / file, name, cache_dir=cache), TermIndex(d).write)
+    return d
+
+
+@pytest.fixture(scope="module")
+def svc(data_dir) -> TermService:
+    return TermService(data_dir)
+
+
+def ids(res) -> list[str]:
+    return [h.id for h in res.hits]
+
+
+def test_search_names_synonyms_ids(svc):
+    assert ids(svc.search("go", "nucleus"))[0] == "GO:0005634"
+    hit = svc.search("go", "cell nucleus").hits[0]
+    assert (hit.id, hit.matched_synonym, hit.aspect) == ("GO:0005634", "cell nucleus", "C")
+    assert svc.search("go", "nucleus").hits[0].matched_synonym is None
+    assert ids(svc.search("go", "GO:0005634")) == ["GO:0005634"]
+    assert ids(svc.search("go", "GO:0042051")) == ["GO:0001745"]          # an alt id finds its term
+    assert ids(svc.search("go", "ommatidial array morphogenesis"))[0] == "GO:0001745"
+    assert ids(svc.search("fbbt", "CNS"))[0] == "FBbt:00005095"
+
+
+def test_aspect_filter_is_inside_the_query(svc):
+    res = svc.search("go", "transcription", aspect="C", limit=1)
+    assert ids(res) == ["GO:0005667"]
+    assert all(h.aspect == "F" for h in svc.search("go", "transcription", aspect="molecular_function").hits)
+    with pytest.raises(InvalidRequest) as e:
+        svc.search("go", "transcription", aspect="X")
+    assert "P" in e.value.details["valid"]
+
+
+def test_obsolete_excluded_by_default(svc):
+    assert "GO:0000005" not in ids(svc.search("go", "ribosomal chaperone"))
+    res = svc.search("go", "ribosomal chaperone", include_obsolete=True)
+    assert res.hits[0].id == "GO:0000005" and res.hits[0].obsolete
+
+
+def test_synonym_scope_weights(tmp_path):
+    index = TermIndex(tmp_path)
+    terms = [Term(id="X:1", ontology="x", name="alpha structure", synonyms=[Synonym(text="zeta body", scope="RELATED")]),
+             Term(id="X:2", ontology="x", name="beta structure", synonyms=[Synonym(text="zeta body", scope="EXACT")]),
+             Term(id="X:3", ontology="x", name="gamma structure", synonyms=[Synonym(text="zeta body", scope="NARROW")])]
+    assert index.write("x", terms) == 3
+    assert [h.id for h in index.search("x", "zeta body")] == ["X:2", "X:3", "X:1"]
+    assert index.count("x") == 3 and index.counts() == {"x": 3}
+
+
+def test_rewrite_replaces_the_index(tmp_path):
+    index = TermIndex(tmp_path)
+    index.write("x", [Term(id="X:1", ontology="x", name="first")])
+    assert [h.id for h in index.search("x", "first")] == ["X:1"]
+    index.write("x", [Term(id="X:2", ontology="x", name="second")])
+    assert index.search("x", "first") == [] and index.count("x") == 1
+    assert len(list((tmp_path / "terms" / "versions").iterdir())) == 1
+
+
+def test_hidden_terms_never_appear_but_ancestors_do(svc):
+    base = ids(svc.search("go", "compound eye morphogenesis", limit=10))
+    assert base[0] == "GO:0001745" and "GO:0016330" in base
+    res = svc.search("go", "compound eye morphogenesis", limit=10, hidden="flyaoc", hidden_descendants=True)
+    assert "GO:0001745" not in ids(res) and "GO:0016330" not in ids(res)
+    assert "GO:0048749" in ids(res) and res.hidden > 120                  # its ancestor stays visible
+    shallow = ids(svc.search("go", "compound eye morphogenesis", limit=10, hidden="flyaoc"))
+    assert "GO:0001745" not in shallow and "GO:0016330" in shallow
+    # filtered inside the query: limit=1 still returns the best visible term
+    top = ids(svc.search("go", "organelle", limit=1))
+    assert top == ["GO:0043226"] and len(ids(svc.search("go", "organelle", limit=1, hidden="GO:0043226"))) == 1
+    assert ids(svc.search("go", "GO:0001745", hidden="flyaoc")) == []
+    with pytest.raises(NotFound) as e:
+        svc.lookup("GO:0042051", hidden="flyaoc")                            # alt id of a hidden term
+    assert e.value.code == "term_hidden"
+    assert svc.lookup("GO:0048749", hidden="flyaoc", hidden_descendants=True).id == "GO:0048749"
+    desc = svc.related("GO:0032502", "descendants", hidden="GO:0001745", hidden_descendants="true")
+    assert {"GO:0001745", "GO:0016330"}.isdisjoint(t.id for t in desc.terms) and desc.total == 2
+    kids = svc.flyaoc_children("GO:0032502", hidden="GO:0001745")
+    assert [c["go_id"] for c in kids["children"]] == ["GO:0001654", "GO:0016330"]
+
+
+def test_lookup_alt_obsolete_unknown_malformed(svc):
+    alt = svc.lookup("GO:0042051")
+    assert alt.id == "GO:0001745" and alt.requested_id == "GO:0042051" and "alternative id" in alt.note
+    old = svc.lookup("GO:0000005")
+    assert old.term.obsolete and [r.id for r in old.replacements] == ["GO:0003700", "GO:0140110"]
+    assert "obsolete" in old.note
+    with pytest.raises(NotFound):
+        svc.lookup("GO:0999999")
+    with pytest.raises(InvalidRequest) as e:
+        svc.lookup("GO:12")
+    assert any("GO:" in v for v in e.value.details["valid"])
+    with pytest.raises(InvalidRequest) as e:
+        svc.search("nosuch", "x")
+    assert {"go", "fbbt", "fbdv"} <= set(e.value.details["valid"])
+    with pytest.raises(NotFound):
+        svc.search("fbdv", "embryo")                                       # known, but not indexed here
+
+
+def test_related_by_relations(svc):
+    anc = svc.related("GO:0031981", "ancestors")
+    assert "GO:0005634" in [t.id for t in anc.terms] and anc.relations == ["is_a", "part_of", "substage_of"]
+    assert "GO:0005634" not in [t.id for t in svc.related("GO:0031981", "ancestors", relations="is_a").terms]
+    assert [t.id for t in svc.related("GO:0043231", "parents").terms] == ["GO:0043227", "GO:0043229"]
+    page = svc.related("GO:0005575", "descendants", limit=2)
+    assert page.truncated and len(page.terms) == 2 and page.total > 2
+    with pytest.raises(InvalidRequest):
+        svc.related("GO:0005575", "descendants", relations="nonsense_rel")
+
+
+def test_flyaoc_records(svc):
+    rec = svc.flyaoc_search("go", "nucleus", aspect="C", limit=3)[0]
+    assert rec["go_id"] == "GO:0005634" and rec["namespace"] == "cellular_component"
+    assert rec["synonyms"] == ["cell nucleus", "horsetail nucleus"]
+    assert rec["parents"] == ["GO:0043231 (intracellular membrane-bounded organelle)"]
+    assert "children_count" not in rec                                     # omitted when 0 (part_of child only)
+    org = svc.flyaoc_search("go", "organelle", limit=5)
+    assert next(r for r in org if r["go_id"] == "GO:0043226")["children_count"] == 2
+    ana = svc.flyaoc_search("fbbt", "ventral nerve cord", limit=1)[0]
+    assert ana["fbbt_id"] == "FBbt:00001036" and "namespace" not in ana
+    kids = svc.flyaoc_children("GO:0043226")
+    assert kids["children_count"] == 2 and not kids["truncated"] and kids["term_name"] == "organelle"
+    assert kids["children"][0] == {"go_id": "GO:0043227", "name": "membrane-bounded organelle", "children_count": 1}
+    with pytest.raises(InvalidRequest) as e:
+        svc.flyaoc_children("XYZ:1")
+    assert e.value.details["flyaoc"]["error"].startswith("Unknown ontology prefix")
+
+
+def test_resolver_prefers_the_named_term(svc):
+    got = svc.resolve_description("compound eye morphogenesis")
+    assert got[0].id == "GO:0001745" and got[0].matched == "compound eye morphogenesis"
+    assert svc.resolve_description("regulation of the expression of genes")[0].id == "GO:0010468"
+    assert "GO:0001745" not in [r.id for r in svc.resolve_description("compound eye morphogenesis", hidden="flyaoc")]
+
+
+def test_api_endpoints(data_dir):
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    from search.api.terms import router
+    from search.errors import FlysiftError
+
+    app = FastAPI()  # the router as search.api.app mounts it: service on app.state.terms, FlysiftError → error shape
+    app.state.terms = TermService(data_dir)
+    app.include_router(router)
+    app.add_exception_handler(FlysiftError, lambda _, e: JSONResponse(e.to_dict(), status_code=e.status))
+    c = TestClient(app)
+    r = c.get("/v1/terms/search", params={"ontology": "go", "q": "nucleus", "aspect": "C", "limit": 2})
+    assert r.status_code == 200 and r.json()["hits"][0]["id"] == "GO:0005634"
+    assert c.get("/v1/terms/GO:0042051").json()["id"] == "GO:0001745"
+    assert c.get("/v1/terms/GO:0999999").status_code == 404
+    bad = c.get("/v1/terms/GO:12")
+    assert bad.status_code == 422 and bad.json()["error"]["details"]["valid"]
+    assert c.get("/v1/terms/search", params={"ontology": "nope", "q": "x"}).status_code == 422
+    hidden = c.get("/v1/terms/GO:0001745", params={"hidden": "flyaoc"})
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "term_hidden"
+    anc = c.get("/v1/terms/GO:0031981/ancestors").json()
+    assert "GO:0005634" in [t["id"] for t in anc["terms"]]
+    assert c.get("/v1/terms/GO:0005634/descendants", params={"relations": "is_a"}).json()["total"] == 0
+    assert c.get("/v1/flyaoc/search_go_terms", params={"query": "nucleus"}).json()[0]["go_id"] == "GO:0005634"
+    assert c.get("/v1/flyaoc/search_anatomy_terms", params={"query": "CNS"}).json()[0]["fbbt_id"] == "FBbt:00005095"
+    assert c.get("/v1/flyaoc/get_term_children", params={"term_id": "GO:0043226"}).json()["children_count"] == 2
+    assert c.get("/v1/terms/resolve", params={"text": "compound eye morphogenesis"}).json()[0]["id"] == "GO:0001745"
+
+
+def test_cli_index_and_terms(tmp_path, monkeypatch):
+    from indexer.ontologies import ontology
+    from search.terms_cli import terms
+
+    monkeypatch.setenv("FLYSIFT_ONTOLOGY_CACHE", str(tmp_path / "cache"))
+    runner = CliRunner()
+    r = runner.invoke(ontology, [str(FIX / "mini.obo"), "--name", "go", "--data-dir", str(tmp_path / "d")])
+    assert r.exit_code == 0, r.output
+    assert "25 terms" in r.output
+    r = runner.invoke(terms, ["nucleus", "--ontology", "go", "--aspect", "C", "--json",
+                              "--data-dir", str(tmp_path / "d")])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["hits"][0]["id"] == "GO:0005634"
+    r = runner.invoke(ontology, [str(FIX / "malformed.obo"), "--name", "go", "--data-dir", str(tmp_path / "d")])
+    assert isinstance(r.exception, InputError) and "line 12" in str(r.exception)
+    assert runner.invoke(ontology, [str(FIX / "mini.obo"), "--name", "Bad Name"]).exit_code == 2
