@@ -1,0 +1,118 @@
+"""``flysift eval``: FlyAOC curation metrics over a prediction directory, IR metrics over a BEIR collection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from eval import coverage as cov
+from eval.flyaoc import DEFAULT_K, HEADLINE_K, MODES, Scorer, evaluate, load_ground_truth, load_predictions
+from eval.report import write_flyaoc_report, write_ir_report
+
+
+def _live(ontology, resolve_alt: bool):
+    """Whether an id is a live term that can earn semantic credit (GO resolves alt ids, FBbt does not; §4.4)."""
+    def known(term_id: str) -> bool:
+        primary = ontology.resolve(term_id) if resolve_alt else (term_id if term_id in ontology else None)
+        return primary is not None and not ontology.is_obsolete(primary)
+    return known
+
+
+def ontology_similarities(go_obo: Path, fbbt_obo: Path, fbdv_obo: Path | None = None):
+    """Wang similarity for GO and FBbt (search.ontology, spec §4.4) and id checks for the prediction parser."""
+    from search.ontology import Ontology, WangSimilarity
+
+    go, fbbt = Ontology.load(go_obo, "go"), Ontology.load(fbbt_obo, "fbbt")
+    similarity = {"go": WangSimilarity(go, "go").sim, "anatomy": WangSimilarity(fbbt, "fbbt").sim}
+    known = {"go": _live(go, True), "anatomy": _live(fbbt, False)}
+    if fbdv_obo is not None:
+        known["stage"] = _live(Ontology.load(fbdv_obo, "fbdv"), True)
+    return similarity, known
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Evaluate curation predictions (FlyAOC) or retrieval (BEIR collections)."""
+
+
+@eval_group.command("flyaoc")
+@click.option("--ground-truth", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="FlyAOC ground truth JSONL (one gene per line)")
+@click.option("--predictions", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
+              help="Directory of <gene_id>.json prediction files (output objects or run records)")
+@click.option("--go-obo", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="FLYSIFT_GO_OBO",
+              required=True, help="GO OBO (.obo or .obo.gz; env FLYSIFT_GO_OBO)")
+@click.option("--fbbt-obo", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="FLYSIFT_FBBT_OBO",
+              required=True, help="FBbt OBO (env FLYSIFT_FBBT_OBO)")
+@click.option("--fbdv-obo", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="FLYSIFT_FBDV_OBO",
+              default=None, help="FBdv OBO, only to flag unknown stage ids (env FLYSIFT_FBDV_OBO)")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Report directory")
+@click.option("--mode", type=click.Choice(MODES), default="parity", show_default=True,
+              help="parity = FlyAOC evaluator's rules; corrected = spec §4.10")
+@click.option("--missing-as-failed", is_flag=True, help="Count genes without a file as failures (the paper's rule)")
+@click.option("--k", "k_values", default=",".join(map(str, DEFAULT_K)), show_default=True,
+              help="Comma-separated recall@k cutoffs")
+@click.option("--k-go", type=int, default=HEADLINE_K["go"], show_default=True)
+@click.option("--k-anatomy", type=int, default=HEADLINE_K["anatomy"], show_default=True)
+@click.option("--k-synonyms", type=int, default=HEADLINE_K["synonyms"], show_default=True)
+@click.option("--bootstrap", "n_resamples", type=int, default=1000, show_default=True, help="Gene-bootstrap resamples")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--traces", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Directory of <gene_id>.json session traces for reference coverage (default: evidence fields)")
+def flyaoc_cmd(ground_truth: Path, predictions: Path, go_obo: Path, fbbt_obo: Path, fbdv_obo: Path | None, out: Path,
+               mode: str, missing_as_failed: bool, k_values: str, k_go: int, k_anatomy: int, k_synonyms: int,
+               n_resamples: int, seed: int, traces: Path | None) -> None:
+    """Score a FlyAOC prediction directory; writes summary.json, genes.json, issues.json, report.md and plots."""
+    try:
+        ks = [int(k) for k in k_values.split(",") if k.strip()]
+    except ValueError as e:
+        raise click.BadParameter(f"not a list of integers: {k_values!r}", param_hint="--k") from e
+    similarity, known = ontology_similarities(go_obo, fbbt_obo, fbdv_obo)
+    truth = load_ground_truth(ground_truth)
+    preds, stray = load_predictions(predictions, truth, known)
+    ev = evaluate(truth, preds, Scorer(similarity, k_values=ks, mode=mode),
+                  headline_k={"go": k_go, "anatomy": k_anatomy, "synonyms": k_synonyms},
+                  missing_as_failed=missing_as_failed, extra_issues=stray, n_resamples=n_resamples, seed=seed)
+    if traces is not None:
+        coverage = cov.coverage(truth, cov.load_trace_dir(traces, ev.genes), ev.genes, f"session traces in {traces}")
+    else:
+        coverage = cov.coverage_from_predictions(truth, preds, ev.genes)
+    inputs = {"ground_truth": str(ground_truth), "predictions": str(predictions), "go_obo": str(go_obo),
+              "fbbt_obo": str(fbbt_obo), "fbdv_obo": str(fbdv_obo) if fbdv_obo else None}
+    summary = write_flyaoc_report(ev, out, inputs, coverage)
+    for t in ("go", "anatomy", "synonyms"):
+        a = summary["tasks"][t]
+        click.echo(f"{t}@{a['k']}: recall micro {a['recall_micro']:.4f} macro {a['recall_macro']:.4f} "
+                   f"(exact micro {a['exact_recall_micro']:.4f}; n={a['n_ground_truth']})")
+    g = summary["genes"]
+    click.echo(f"genes evaluated {g['evaluated']}; failed {len(g['failed_ids'])}, unusable {len(g['invalid_ids'])}, "
+               f"missing {len(g['missing_ids'])}; report in {out}")
+
+
+@eval_group.command("ir")
+@click.option("--collection", "collection_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.tsv")
+@click.option("--mode", "modes", type=click.Choice(("bm25", "dense", "hybrid")), multiple=True, default=("bm25",),
+              show_default=True, help="Retrieval mode; repeat to compare runs with paired tests")
+@click.option("--baseline-run", "baselines", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An extra TREC run file to score and compare (name = file stem)")
+@click.option("--url", envvar="FLYSIFT_URL", default="http://127.0.0.1:8000", show_default=True,
+              help="Service base URL (env FLYSIFT_URL)")
+@click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None)
+@click.option("--no-index", is_flag=True, help="Reuse the collection already published in the service")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Report directory")
+def ir_cmd(collection_dir: Path, modes: tuple[str, ...], baselines: tuple[Path, ...], url: str, api_key: str | None,
+           no_index: bool, out: Path) -> None:
+    """Index a BEIR collection through the service, run its queries, score with ranx; writes metrics.json,
+    per_query.json, TREC run files, report.md and per_query_delta.png."""
+    from eval.ir import evaluate_collection
+    from search.client import Client
+
+    with Client(url, api_key=api_key) as client:
+        result = evaluate_collection(client, collection_dir, modes, out_dir=out,
+                                     baselines={p.stem: p for p in baselines}, reindex=not no_index,
+                                     log=lambda m: click.echo(m, err=True))
+    write_ir_report(result, out)
+    click.echo(json.dumps({name: run for name, run in result["runs"].items()}, indent=1))
