@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from search.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
 from search.query import Filters
+from search.sessions import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
 from search.validation import ValidationReport
 
 DEFAULT_TIMEOUT = 30.0
@@ -74,7 +75,7 @@ class Unavailable(ClientError):
 ERRORS_BY_CODE: dict[str, type[ClientError]] = {
     "invalid_request": InvalidRequestError, "limit_exceeded": InvalidRequestError, "bad_request": InvalidRequestError,
     "unauthorized": AuthError, "forbidden": AuthError,
-    "not_found": NotFoundError, "term_hidden": NotFoundError,
+    "not_found": NotFoundError, "term_hidden": NotFoundError, "session_closed": ConflictError,
     "budget_exhausted": BudgetExhausted,
     "rate_limited": RateLimited,
     "unavailable": Unavailable, "index_missing": Unavailable,
@@ -232,44 +233,57 @@ class _Endpoints:
 
     # ---- sessions ---------------------------------------------------------------------------------------------
     def create_session(self, gene: str, team: str | None = None, max_papers: int | None = None,
-                       hidden_terms: dict[str, Any] | None = None,
-                       synonym_policy: Literal["none", "snapshot", "registered", "full"] | None = None,
-                       budget_policy: Literal["distinct", "flyaoc"] | None = None, **extra: Any) -> dict[str, Any]:
+                       hidden_terms: HiddenSpec | dict[str, Any] | None = None,
+                       synonym_policy: SynonymPolicy | None = None, budget_policy: BudgetPolicy | None = None,
+                       label: str | None = None) -> Session:
         """Start an agent run for ``gene`` (FlyBase id or symbol). Unset options take the service defaults."""
-        body = {k: v for k, v in dict(gene=gene, team=team, max_papers=max_papers, hidden_terms=hidden_terms,
-                                      synonym_policy=synonym_policy, budget_policy=budget_policy, **extra).items()
-                if v is not None}
-        return self._send(_Request("POST", "/v1/sessions", json=body))
+        body = {k: _dump(v) for k, v in dict(gene=gene, team=team, max_papers=max_papers, hidden_terms=hidden_terms,
+                                             synonym_policy=synonym_policy, budget_policy=budget_policy,
+                                             label=label).items() if v is not None}
+        return self._send(_Request("POST", "/v1/sessions", _model(Session), json=body))
 
-    def get_session(self, session_id: str | None = None) -> dict[str, Any]:
-        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}"))
+    def get_session(self, session_id: str | None = None) -> Session:
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}", _model(Session)))
 
-    def list_sessions(self, team: str | None = None) -> list[dict[str, Any]]:
-        return self._send(_Request("GET", "/v1/sessions", params=_params(team=team)))
+    def list_sessions(self, team: str | None = None, limit: int | None = None,
+                      offset: int | None = None) -> list[Session]:
+        """The caller's team's sessions, newest first."""
+        return self._send(_Request("GET", "/v1/sessions", lambda b: [Session.model_validate(s) for s in b["sessions"]],
+                                   params=_params(team=team, limit=limit, offset=offset)))
 
-    def close_session(self, session_id: str | None = None) -> dict[str, Any]:
-        return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/close"))
+    def close_session(self, session_id: str | None = None) -> Session:
+        return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/close", _model(Session)))
 
     def get_budget(self, session_id: str | None = None) -> dict[str, Any]:
         return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/budget"))
 
-    def register_names(self, names: Iterable[str], session_id: str | None = None) -> dict[str, Any]:
-        """Add gene names the agent found, so that search expands the gene with them (``registered`` policy)."""
+    def register_names(self, names: Iterable[str], session_id: str | None = None) -> list[str]:
+        """Add gene names the agent found (search expands with them under the ``registered`` policy); returns
+        all names registered so far."""
         return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/names",
-                                   json={"names": list(names)}))
+                                   lambda b: b["registered_names"], json={"names": list(names)}))
 
-    def get_trace(self, session_id: str | None = None) -> Any:
-        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/trace"))
+    def get_trace(self, session_id: str | None = None, after: int | None = None,
+                  limit: int | None = None) -> list[TraceEvent]:
+        """The session's calls in order (``after``: only events with a larger sequence number)."""
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/trace",
+                                   lambda b: [TraceEvent.model_validate(e) for e in b["events"]],
+                                   params=_params(after=after, limit=limit)))
 
-    def get_coverage(self, pmcids: Iterable[str] | None = None, session_id: str | None = None) -> dict[str, Any]:
-        """What the session read against ``pmcids`` (e.g. curator-cited papers)."""
-        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/coverage",
+    def get_coverage(self, pmcids: Iterable[str] | None = None, session_id: str | None = None) -> Coverage:
+        """What the session read of ``pmcids`` (default: the gene's curator-cited papers, if the service has them)."""
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/coverage", _model(Coverage),
                                    params=_params(pmcids=list(pmcids) if pmcids is not None else None)))
 
     def submit(self, annotations: dict[str, Any], session_id: str | None = None) -> ValidationReport:
         """Submit a FlyAOC prediction object; the report says whether it is valid and why not."""
         return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/submission",
                                    _model(ValidationReport), json=annotations))
+
+    def get_submissions(self, session_id: str | None = None) -> list[Submission]:
+        """Every submission in order; the run's output is the last valid one."""
+        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/submission",
+                                   lambda b: [Submission.model_validate(x) for x in b["submissions"]]))
 
     # ---- ontology terms ---------------------------------------------------------------------------------------
     def search_terms(self, q: str, ontology: str = "go", aspect: str | None = None, limit: int = 10,
