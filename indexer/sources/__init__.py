@@ -83,7 +83,6 @@ class IdMap:
 _PMCID_RE = re.compile(r"^\s*(?:pmc)?\s*(\d+)\s*$", re.IGNORECASE)
 _PMID_RE = re.compile(r"^\s*(?:pmid:?)?\s*(\d+)\s*$", re.IGNORECASE)
 _YEAR_RE = re.compile(r"^\s*(\d{4})(?:[-/]\d{1,2}(?:[-/]\d{1,2})?)?\s*$")
-_SPACE_RE = re.compile(r"\s+")
 _BLANK_LINE_RE = re.compile(r"\n[^\S\n]*\n\s*")
 
 
@@ -126,7 +125,7 @@ def normalize_year(value: Any) -> int:
 
 def clean_text(text: str) -> str:
     """Collapse every run of whitespace to one space and strip: the form all stored text takes."""
-    return _SPACE_RE.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 def split_blank_lines(text: str) -> list[str]:
