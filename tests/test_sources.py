@@ -135,6 +135,16 @@ def test_flyaoc_malformed_line_blank_lines_and_strict(tmp_path):
     assert (exc.value.source, exc.value.record) == (str(src), 3) and "record 3" in exc.value.message
 
 
+def test_flyaoc_gzipped_jsonl_with_bom(tmp_path):
+    import gzip
+
+    path = tmp_path / "corpus.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write("\ufeff" + json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
+    assert detect_format(path) == "flyaoc" and count_records([tmp_path]) == 2
+    assert [i.paper.pmcid for i in _items(tmp_path)] == ["PMC101", "PMC101"]
+
+
 def test_flyaoc_json_array_and_data_object(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps([GOOD, {"pmcid": 7}]))
     (tmp_path / "b.json").write_text(json.dumps({"data": [GOOD]}))

@@ -26,7 +26,11 @@ _DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow", ".nxml", ".xml")
 
 @dataclass
 class SourceItem:
-    """One input record: a parsed paper, or the reason it is not usable."""
+    """One input record: a parsed paper, or the reason it is not usable.
+
+    ``record`` is the 1-based line (JSONL), row (JSON array, Parquet, Arrow) or document (BioC) number, 1 for a
+    one-article XML file, and 0 when the file as a whole could not be read (then there is one item for the file).
+    """
 
     source: str
     record: int
@@ -140,6 +144,7 @@ def join_paragraphs(paragraphs: Iterable[str]) -> str:
 
 def reject_item(source: str, record: int, reason: str, *, field: str | None = None,
                 pmcid: str | None = None, warnings: list[str] | None = None) -> SourceItem:
+    """An item for a record that is not usable."""
     return SourceItem(source, record, None, Reject(source=source, record=record, pmcid=pmcid, field=field,
                                                     reason=reason), warnings or [])
 

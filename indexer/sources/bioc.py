@@ -170,7 +170,7 @@ def _read_xml(path: Path) -> Iterator[SourceItem]:
 
 def _json_documents(path: Path) -> list:
     with open_binary(path) as fh:
-        data = json.loads(fh.read().decode("utf-8"))
+        data = json.loads(fh.read().decode("utf-8-sig"))
     collections = data if isinstance(data, list) else [data]
     documents: list = []
     for c in collections:

@@ -162,7 +162,7 @@ def _read_jsonl(path: Path) -> Iterator[SourceItem]:
                 if not raw.strip():
                     continue
                 try:
-                    rec = json.loads(raw.decode("utf-8"))
+                    rec = json.loads(raw.decode("utf-8-sig"))
                 except ValueError as exc:  # includes UnicodeDecodeError
                     m = _PMCID_IN_LINE.search(raw.decode("utf-8", "replace"))
                     pmcid = m.group(1) if m else None
@@ -175,7 +175,7 @@ def _read_jsonl(path: Path) -> Iterator[SourceItem]:
 
 def _json_records(path: Path) -> list:
     with open_binary(path) as fh:
-        doc = json.loads(fh.read().decode("utf-8"))
+        doc = json.loads(fh.read().decode("utf-8-sig"))
     if isinstance(doc, dict) and isinstance(doc.get("data"), list):
         return doc["data"]
     if isinstance(doc, list):
