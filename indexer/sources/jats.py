@@ -57,7 +57,7 @@ _HEADINGS = [(re.compile(p), t) for p, t in [
      "SUPPL"),
     (r"appendix( \w+)?|appendices", "APPENDIX"),
 ]]
-_NUMBERING = re.compile(r"^(\d+(\.\d+)*|[ivx]+|[a-h])[.)]?\s+")
+_NUMBERING = re.compile(r"^(\d+(\.\d+)*\.?|([ivx]+|[a-h])[.)])\s+")
 #: Main abstracts and author summaries; other typed abstracts (toc, teaser, synopsis…) are left out.
 _ABSTRACT_TYPES = {None, "summary", "author-summary"}
 
