@@ -254,9 +254,6 @@ class _Endpoints:
     def close_session(self, session_id: str | None = None) -> Session:
         return self._send(_Request("POST", f"/v1/sessions/{self._sid(session_id)}/close", _model(Session)))
 
-    def get_budget(self, session_id: str | None = None) -> dict[str, Any]:
-        return self._send(_Request("GET", f"/v1/sessions/{self._sid(session_id)}/budget"))
-
     def register_names(self, names: Iterable[str], session_id: str | None = None) -> list[str]:
         """Add gene names the agent found (search expands with them under the ``registered`` policy); returns
         all names registered so far."""

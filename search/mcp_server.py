@@ -260,7 +260,9 @@ class SessionTools:
     async def get_budget(self) -> str:
         """How much of the reading budget is used and left, and which papers were read."""
         async def work() -> str:
-            return dumps(await self.api.get_budget())
+            s = await self.api.get_session()
+            return dumps({"used": s.budget_used, "max_papers": s.max_papers, "left": s.budget_left,
+                          "budget_policy": s.budget_policy, "papers_read": s.papers_read, "status": s.status})
 
         return await self._call(work)
 

@@ -97,7 +97,7 @@ def test_async_client_has_the_same_methods(live_server):
 
 def test_session_methods_need_a_session():
     with Client("http://127.0.0.1:9") as c, pytest.raises(ValueError, match="create_session"):
-        c.get_budget()
+        c.get_trace()
 
 
 @pytest.mark.parametrize("status, body, headers, cls, code, retry_after", [
