@@ -325,6 +325,7 @@ class _Bulk:
         self.failures: list[Reject] = []
         self.sent_docs = 0
         self.sent_bytes = 0
+        self.retries = 0
 
     def add_group(self, pmcid: str, docs: list[tuple[str, str, dict[str, Any]]]) -> None:
         lines = []
@@ -354,6 +355,7 @@ class _Bulk:
                 if attempt == self.max_retries:
                     raise Unavailable(f"bulk indexing gave up after {attempt + 1} tries: {e.message}",
                                       retry_after=30) from e
+                self.retries += 1
                 time.sleep(min(self.backoff_s * 2 ** attempt, 30.0))
                 continue
             retry = []
@@ -373,6 +375,7 @@ class _Bulk:
             if attempt == self.max_retries:
                 raise Unavailable(f"bulk indexing gave up after {attempt + 1} tries: {len(pending)} documents "
                                   f"still refused ({_error_reason(errors[pending[0]])})", retry_after=30)
+            self.retries += 1
             time.sleep(min(self.backoff_s * 2 ** attempt, 30.0))
         self._reject_groups(items, errors)
         self.sent_docs += len(items)
@@ -477,6 +480,11 @@ class ClusterBuild:
         """Documents and bytes sent so far (for throughput measurements)."""
         return self._bulk.sent_docs, self._bulk.sent_bytes
 
+    @property
+    def retries(self) -> int:
+        """Bulk requests retried after 429/5xx answers so far."""
+        return self._bulk.retries
+
 
 # ---- the engine ----------------------------------------------------------------------------------------------------
 class ClusterEngine:
@@ -508,7 +516,7 @@ class ClusterEngine:
             if e.error_type == "index_not_found_exception":
                 raise IndexMissing(f"Collection {self.collection!r} has no index on the cluster yet ({e.message}): "
                                    f"run `flysift index corpus …` first.", details=e.details) from None
-            if e.error_type == "illegal_argument_exception" and "Result window is too large" in e.message:
+            if "Result window is too large" in e.message:
                 raise LimitExceeded(f"Pages beyond 10,000 hits are not served; use the export (search_after). "
                                     f"{e.message}") from None
             raise
