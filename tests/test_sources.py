@@ -178,6 +178,16 @@ def test_parquet_streams_batches_and_counts(tmp_path):
     assert [s.type for s in items[0].paper.sections] == ["INTRO"]
 
 
+def test_arrow_map_sections(tmp_path):
+    """``sections`` stored as an Arrow map arrives as a list of (type, paragraphs) pairs."""
+    kind = pa.map_(pa.string(), pa.list_(pa.string()))
+    path = tmp_path / "m.parquet"
+    pq.write_table(pa.table({"pmcid": ["PMC1"], "sections": pa.array([[("INTRO", ["a."]), ("Weird", ["b."])]],
+                                                                     type=kind)}), path)
+    [item] = _items(path)
+    assert [(s.type, s.title) for s in item.paper.sections] == [("INTRO", None), ("OTHER", "Weird")]
+
+
 def test_hf_dataset_folder(tmp_path):
     """What ``datasets.save_to_disk`` writes: Arrow IPC stream files listed in state.json, beside dataset_info.json."""
     root = tmp_path / "hf"
