@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import PAPERS
+from conftest import PAPERS, LiveServer, build_index
+from search.api.app import create_app
 from search.client import (
-    AsyncClient, BudgetExhausted, Client, ClientError, InvalidRequestError, NotFoundError, RateLimited, Unavailable,
-    error_from_response,
+    AsyncClient, BudgetExhausted, Client, ClientError, ConflictError, InvalidRequestError, NotFoundError, RateLimited,
+    Unavailable, error_from_response,
 )
-from search.models import IndexStats, Paper, PaperSearchResults, PaperText, PassageSearchResults, Section
+from search.config import Settings
+from search.engines.embedded_terms import TermIndex
+from search.lexicon import Lexicon
+from search.models import Gene, IndexStats, Paper, PaperSearchResults, PaperText, PassageSearchResults, Section
+from search.ontology import Ontology
+from search.sessions import Coverage, Session
+from search.terms import TermService
 
 
 @pytest.fixture
@@ -115,3 +123,61 @@ def test_error_mapping(status, body, headers, cls, code, retry_after):
     assert type(err) is cls and err.code == code and err.status == status
     assert getattr(err, "retry_after", None) == retry_after
     assert err.message == (body["error"]["message"] if isinstance(body, dict) else body)
+
+
+@pytest.fixture(scope="module")
+def full_api(tmp_path_factory):
+    """A served flysift with a lexicon and the mini GO, for sessions and terms."""
+    data = tmp_path_factory.mktemp("data")
+    build_index(data)
+    Lexicon([Gene(id="FBgn0000463", symbol="Dl", fullname="Delta")]).save(data / "lexicon.tsv")
+    TermService(data).index_ontology(Ontology.load(Path(__file__).parent / "fixtures" / "mini.obo", "go",
+                                                   cache_dir=tmp_path_factory.mktemp("cache")), TermIndex(data).write)
+    with LiveServer(create_app(Settings(data_dir=data))) as srv:
+        yield srv
+
+
+def test_session_lifecycle(full_api):
+    with Client(full_api.url) as c:
+        s = c.create_session("Dl", team="lab", max_papers=1, synonym_policy="registered",
+                             hidden_terms={"ids": ["GO:0005667"]}, label="client test")
+        assert isinstance(s, Session) and s.gene.id == "FBgn0000463" and s.max_papers == 1
+        c.session_id = s.id
+        assert c.register_names(["Dl-2", "Dl-2 "]) == ["Dl-2"]
+        c.search_papers("Notch", gene="Dl")
+        c.get_paper("PMC100001")
+        with pytest.raises(BudgetExhausted) as exc:
+            c.get_paper("PMC100002")
+        assert exc.value.message == "Paper limit reached (1/1). Submit your annotations."
+        report = c.submit({"gene_id": "FBgn0000463", "gene_symbol": "Dl", "task1_function": [],
+                           "task2_expression": [], "task3_synonyms": {"fullname_synonyms": [], "symbol_synonyms": []}})
+        assert report.valid and report.annotation_count.task1_go_terms == 0
+        assert [x.valid for x in c.get_submissions()] == [True]
+        assert c.get_session().papers_read == ["PMC100001"]
+        assert [x.id for x in c.list_sessions(team="lab")] == [s.id]
+        trace = c.get_trace()
+        assert [e.tool for e in trace][:3] == ["register_names", "search_papers", "get_paper"]
+        assert trace[3].error["code"] == "budget_exhausted"
+        cov = c.get_coverage(["PMC100001", "PMC100003"])
+        assert isinstance(cov, Coverage) and cov.read == ["PMC100001"] and cov.read_fraction == 0.5
+        assert c.close_session().status == "closed"
+        with pytest.raises(ConflictError) as exc:
+            c.register_names(["x"])
+        assert exc.value.code == "session_closed"
+        with pytest.raises(NotFoundError):
+            c.get_session("ses_missing")
+
+
+def test_term_methods(full_api):
+    with Client(full_api.url) as c:
+        res = c.search_terms("nucleus", aspect="C", limit=3)
+        assert res.hits[0].id == "GO:0005634"
+        assert "GO:0005667" not in [h.id for h in c.search_terms("transcription", hidden=["GO:0005667"]).hits]
+        assert c.get_term("GO:0042051").id == "GO:0001745"  # an alternative id
+        assert "GO:0005575" in [t.id for t in c.related_terms("GO:0005634", "ancestors").terms]
+        assert c.resolve_terms("compound eye morphogenesis")[0].id == "GO:0001745"
+        assert c.flyaoc_search_terms("go", "nucleus", aspect="C")[0]["go_id"] == "GO:0005634"
+        kids = c.flyaoc_term_children("GO:0032991")
+        assert kids["children"][0]["go_id"] == "GO:0005667" and kids["truncated"] is False
+        with pytest.raises(NotFoundError):
+            c.get_term("GO:0005667", hidden="GO:0005667")
