@@ -29,7 +29,8 @@ class Section(BaseModel):
 
 
 class Paper(BaseModel):
-    """A full-text paper. ``pmcid`` is the key (``PMID:<n>`` when the source carries no PMCID)."""
+    """A full-text paper. ``pmcid`` is the key: a PMCID, else ``PMID:<n>``, else ``DOI:<doi>`` when the source
+    carries no PMCID (the indexer warns about each such paper)."""
 
     pmcid: str
     pmid: str | None = None
