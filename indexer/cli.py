@@ -9,12 +9,16 @@ import click
 
 from search.cli import data_dir_option, settings_for
 
+from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, index_corpus, summary_line
 
 
 @click.group()
 def index() -> None:
     """Load a corpus or an ontology into the index."""
+
+
+index.add_command(ontology)
 
 
 @index.command("corpus")
