@@ -1,0 +1,193 @@
+"""Cluster engine (OpenSearch/Elasticsearch) and embedded engine side by side on one generated corpus.
+
+What it measures, for both engines in one run:
+
+* indexing: the real pipeline (``indexer.pipeline.index_corpus``: read, validate, split passages, bulk/commit,
+  publish) — papers/s and input MB/s — and the index size (embedded: bytes on disk; cluster: primary store size of
+  the papers and passages indices), per paper;
+* search: planned gene queries (the embedded benchmark's) through ``search_papers`` (top 10, snippets on, as agents
+  ask) with 1, 8 and 32 concurrent clients (threads) — p50/p99 latency and queries/s;
+* parity: mean top-10 overlap of the two engines over the same queries.
+
+Without ``--cluster-url`` it starts the one-JVM OpenSearch node of ``deploy/cluster-local`` (heap ``--heap``) and
+stops it at the end. Usage::
+
+    python bench/bench_cluster.py --papers 2000 --words 8300                  # what docs/benchmarks.md reports
+    python bench/bench_cluster.py --papers 300 --words 1500 --work /tmp/bc   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_embedded import ensure_corpus, gene_queries  # noqa: E402
+from bench.common import REPO, dir_bytes, fmt_bytes, free_port, latency_summary, machine, markdown_table, write_json  # noqa: E402
+
+K = 10
+CLIENTS = (1, 8, 32)
+
+
+def start_node(work: Path, heap: str) -> tuple[str, Callable[[], None], int]:
+    """The deploy/cluster-local node on a free port; returns its URL, a stop function and the JVM's pid."""
+    env = {**os.environ, "FLYSIFT_NODE_HOME": str(work / "node"), "FLYSIFT_NODE_HEAP": heap}
+    t0 = time.perf_counter()
+    url = subprocess.run(["bash", str(REPO / "deploy/cluster-local/start.sh"), str(free_port())], env=env,
+                         check=True, capture_output=True, text=True).stdout.strip()
+    print(f"node {url} green after {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    pid = int((work / "node" / "node.pid").read_text())
+
+    def stop() -> None:
+        subprocess.run(["bash", str(REPO / "deploy/cluster-local/stop.sh"), "--clean"], env=env, check=False)
+    return url, stop, pid
+
+
+def index(settings, corpus: Path) -> dict:
+    from indexer.pipeline import index_corpus
+
+    t0 = time.perf_counter()
+    summary = index_corpus([corpus], settings, resume=False)
+    seconds = time.perf_counter() - t0
+    mb = corpus.stat().st_size / 1e6
+    return {"seconds": round(seconds, 1), "papers": summary.indexed, "passages": summary.passages,
+            "papers_per_s": round(summary.indexed / seconds, 1), "mb_per_s": round(mb / seconds, 2),
+            "rejected": summary.rejected}
+
+
+def load(search: Callable[[str], object], texts: list[str], clients: int, total: int) -> dict:
+    """``total`` searches spread over ``clients`` threads; latency per search and overall queries/s."""
+    counter, times = itertools.count(), []
+
+    def worker() -> None:
+        while (i := next(counter)) < total:
+            t0 = time.perf_counter()
+            search(texts[i % len(texts)])
+            times.append((time.perf_counter() - t0) * 1000)
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {**latency_summary(times), "qps": round(total / wall, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--papers", type=int, default=2000)
+    ap.add_argument("--words", type=int, default=8300)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--per-client", type=int, default=25, help="searches per client at each concurrency level")
+    ap.add_argument("--work", type=Path, default=Path("bench-work/cluster"))
+    ap.add_argument("--cluster-url", default=os.environ.get("FLYSIFT_CLUSTER_URL"))
+    ap.add_argument("--flavour", default=os.environ.get("FLYSIFT_CLUSTER_FLAVOUR", "opensearch"))
+    ap.add_argument("--heap", default="1g", help="heap of the local node started when no --cluster-url is given")
+    ap.add_argument("--out", type=Path, help="Also write the results JSON here")
+    args = ap.parse_args()
+
+    import psutil
+
+    from search.config import Settings
+    from search.engines.cluster import ClusterEngine
+    from search.engines.embedded import EmbeddedEngine
+    from search.planner import plan
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    corpus_dir = args.work / "corpus"
+    corpus_info = ensure_corpus(args, corpus_dir)
+    corpus = corpus_dir / "corpus.jsonl"
+    queries = gene_queries(corpus_dir / "genes.tsv", json.loads((corpus_dir / "answer_key.json").read_text()),
+                           args.queries)
+    texts = [q["query"] for q in queries]
+
+    stop, pid = None, None
+    url = args.cluster_url
+    if not url:
+        url, stop, pid = start_node(args.work, args.heap)
+    try:
+        emb_dir = args.work / "embedded"
+        shutil.rmtree(emb_dir, ignore_errors=True)
+        emb_settings = Settings(data_dir=emb_dir)
+        clu_settings = Settings(data_dir=args.work / "cluster-data", cluster_url=url, cluster_flavour=args.flavour,
+                                cluster_index_prefix="flysift-bench")
+        results: dict = {"machine": machine(), "corpus": {**corpus_info, "bytes": corpus.stat().st_size},
+                         "cluster": {"url": url, "flavour": args.flavour, "heap": args.heap if stop else None}}
+        print("indexing (embedded)…", file=sys.stderr)
+        results["embedded_index"] = index(emb_settings, corpus)
+        print("indexing (cluster)…", file=sys.stderr)
+        results["cluster_index"] = index(clu_settings, corpus)
+        embedded, cluster = EmbeddedEngine(emb_dir), ClusterEngine(clu_settings)
+        e_stats, c_stats = embedded.stats(), cluster.stats()
+        n = max(e_stats.papers, 1)
+        results["embedded_index"].update(index_bytes=e_stats.index_bytes, bytes_per_paper=e_stats.index_bytes // n)
+        results["cluster_index"].update(index_bytes=c_stats.index_bytes, bytes_per_paper=c_stats.index_bytes // n)
+
+        engines = {"embedded": embedded, "cluster": cluster}
+        tops: dict[str, list[set[str]]] = {}
+        for name, eng in engines.items():
+            tops[name] = [{h.pmcid for h in eng.search_papers(plan(t), limit=K).hits} for t in texts]  # warm-up
+        overlaps = [len(a & b) / max(len(a), len(b)) if a or b else 1.0 for a, b in zip(tops["embedded"], tops["cluster"])]
+        results["parity"] = {"queries": len(texts), "mean_top10_overlap": round(sum(overlaps) / len(overlaps), 4)}
+
+        results["search"] = {}
+        for name, eng in engines.items():
+            def one(text: str, eng=eng) -> object:
+                return eng.search_papers(plan(text), limit=K, snippets=True)
+            for c in CLIENTS:
+                print(f"search {name} × {c} clients…", file=sys.stderr)
+                results["search"][f"{name}/{c}"] = load(one, texts, c, max(len(texts), c * args.per_client))
+        if pid:
+            results["cluster"]["node_rss"] = psutil.Process(pid).memory_info().rss
+    finally:
+        if stop:
+            stop()
+
+    write_json(args.work / "results.json", results)
+    if args.out:
+        write_json(args.out, results)
+    md = report(results)
+    (args.work / "results.md").write_text(md)
+    print(md)
+
+
+def report(r: dict) -> str:
+    c = r["corpus"]
+    out = [f"Corpus: {c['params']['papers']:,} papers × ~{c['params']['words']:,} words "
+           f"({fmt_bytes(c['bytes'])} JSONL), seed {c['params']['seed']}. Machine: {r['machine']['cores']} cores, "
+           f"{r['machine']['ram_gib']} GiB, load {r['machine']['load_avg_1m']}. Cluster: {r['cluster']['flavour']} "
+           f"at {r['cluster']['url']}" + (f", heap {r['cluster']['heap']}, node RSS "
+                                          f"{fmt_bytes(r['cluster']['node_rss'])}" if r["cluster"].get("heap") else "")
+           + ".\n"]
+    rows = []
+    for name in ("embedded", "cluster"):
+        i = r[f"{name}_index"]
+        rows.append([name, f"{i['seconds']} s", i["papers_per_s"], i["mb_per_s"], f"{i['passages']:,}",
+                     fmt_bytes(i["index_bytes"]), fmt_bytes(i["bytes_per_paper"])])
+    out.append(markdown_table(["engine", "index time", "papers/s", "MB/s (input)", "passages", "index size",
+                               "per paper"], rows))
+    rows = []
+    for key, s in r["search"].items():
+        name, clients = key.split("/")
+        rows.append([name, clients, s["n"], s["p50_ms"], s["p99_ms"], s["qps"]])
+    out.append("\n" + markdown_table(["engine", "clients", "searches", "p50 ms", "p99 ms", "queries/s"], rows))
+    p = r["parity"]
+    out.append(f"\nParity over the {p['queries']} benchmark queries: mean top-10 overlap {p['mean_top10_overlap']}.\n")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
