@@ -176,17 +176,18 @@ def test_scored_rank_cut_offs_and_duplicates():
     obj["task2_expression"] = [{"expression_type": "polypeptide", "anatomy_id": f"FBbt:{i // 2:08d}"}
                                for i in range(24)]
     obj["task3_synonyms"] = {"fullname_synonyms": [f"name {i}" for i in range(5)],
-                             "symbol_synonyms": ["Name 0 "] + [f"s{i}" for i in range(16)]}
+                             "symbol_synonyms": ["Name 0 ", " NAME 1"] + [f"s{i}" for i in range(16)]}
     rep = validate_output(obj)
     assert rep.valid
     assert rep.annotation_count.task1_go_terms == 32
     assert rep.warnings == [
-        "task1_function[1]: 'GO:0000000' repeats an earlier item; only the first counts",
         "task1_function[31]: items from here on are beyond rank 30 and are not scored (GO@30); "
         "put the most confident first",
+        "task1_function: 1 item(s) repeat earlier ones and score nothing: [1]",
         "task2_expression[20]: items from here on are beyond rank 10 and are not scored (anatomy@10); "
         "put the most confident first",
-        "task3_synonyms.symbol_synonyms[0]: 'Name 0 ' repeats an earlier item; only the first counts",
-        "task3_synonyms.symbol_synonyms[16]: items from here on are beyond rank 20 and are not scored "
+        "task3_synonyms.symbol_synonyms[17]: items from here on are beyond rank 20 and are not scored "
         "(synonyms@20); put the most confident first",
+        "task3_synonyms: 2 item(s) repeat earlier ones (ignoring case and outer spaces) and score nothing: "
+        "symbol_synonyms[0], symbol_synonyms[1]",
     ]
