@@ -15,15 +15,17 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from search.engines.embedded_terms import TermIndex, analyze
+from search.engines.embedded_terms import ID_QUERY_RE, TermIndex, analyze
 from search.errors import InvalidRequest, NotFound
 from search.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.models import Term, TermHit
-from search.ontology import GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, spec_for_id
+from search.ontology import GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, canonical_label, spec_for_id
 
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
 MAX_QUERY_CHARS = 1000
+#: candidates fetched from the engine and re-ranked by label similarity
+RERANK_POOL = 30
 FLYAOC_NOT_FOUND = "Term not found in ontology"
 FLYAOC_BAD_PREFIX = "Unknown ontology prefix. Use GO:, FBbt:, or FBdv:"
 
@@ -177,8 +179,9 @@ class TermService:
         aspect = self._check_aspect(aspect)
         limit = self._check_limit(limit)
         hid = self.hidden(ont.name, hidden, hidden_descendants)
-        hits = self.index.search(ont.name, query, aspect=aspect, limit=limit, exclude_ids=hid.ids,
+        hits = self.index.search(ont.name, query, aspect=aspect, limit=max(limit, RERANK_POOL), exclude_ids=hid.ids,
                                  include_obsolete=include_obsolete)
+        hits = hits if ID_QUERY_RE.fullmatch(query) else rerank(ont, query, hits)[:limit]
         return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
 
     @staticmethod
@@ -305,28 +308,43 @@ class TermService:
 
     # ---- description → term --------------------------------------------------------------------------------------
     def resolve_description(self, text: str, ontology: str = "go", *, aspect: str | None = None, limit: int = 5,
-                            hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
-                            pool: int = 50) -> list[ResolvedTerm]:
-        """Rank visible terms for a natural-language description (e.g. an agent's proposed term name).
-
-        Search gives a candidate pool; candidates are re-ranked by how well their best label (name or a synonym)
-        covers the description's words and vice versa (Dice over word-view tokens), with the search score as a
-        tie-breaker, so "compound eye morphogenesis" prefers the term so named over longer terms containing it.
-        """
-        res = self.search(ontology, text, aspect=aspect, limit=max(pool, limit), hidden=hidden,
+                            hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False
+                            ) -> list[ResolvedTerm]:
+        """Rank visible terms for a natural-language description (e.g. an agent's proposed term name): the
+        search ranking, reported with the label (name or synonym) each candidate matched best."""
+        res = self.search(ontology, text, aspect=aspect, limit=limit, hidden=hidden,
                           hidden_descendants=hidden_descendants)
-        if not res.hits:
-            return []
-        ont = self.ontology(ontology)
-        want = set(analyze("word", text))
-        top = res.hits[0].score or 1.0
-        out = []
-        for h in res.hits:
-            term = ont.get(h.id)
-            labels = [term.name] + [s.text for s in term.synonyms] if term else [h.name]
-            dice, label = max(((2 * len(want & (got := set(analyze("word", lab)))) / (len(want) + len(got) or 1), lab)
-                               for lab in labels), key=lambda x: x[0])
-            out.append(ResolvedTerm(id=h.id, name=h.name, aspect=h.aspect, matched=label,
-                                    score=round(0.7 * dice + 0.3 * h.score / top, 4)))
-        out.sort(key=lambda r: -r.score)
-        return out[:limit]
+        return [ResolvedTerm(id=h.id, name=h.name, aspect=h.aspect, matched=h.matched_synonym or h.name,
+                             score=h.score) for h in res.hits]
+
+
+def _label_tokens(text: str) -> frozenset[str]:
+    return frozenset(analyze("word", canonical_label(text)))
+
+
+#: word-view tokens of regulation direction: a label whose direction differs from the query's is a different term
+POLARITY = frozenset({"posit", "negat"})
+
+
+def _label_score(want: frozenset[str], got: frozenset[str]) -> float:
+    dice = 2 * len(want & got) / ((len(want) + len(got)) or 1)
+    return dice * (0.8 if (want & POLARITY) != (got & POLARITY) else 1.0)
+
+
+def rerank(ont: Ontology, query: str, hits: list[TermHit]) -> list[TermHit]:
+    """Re-rank an engine's candidates by how well their best label (name or synonym) and the query cover each
+    other (Dice over word-view tokens, both sides in GO's naming conventions, × 0.8 when the regulation direction
+    differs), blended with the engine score: ``score = 0.7 · label score + 0.3 · score / top score``. Engine-neutral, so both engines rank alike."""
+    if not hits:
+        return hits
+    want = _label_tokens(query)
+    top = hits[0].score or 1.0
+    out = []
+    for h in hits:
+        term = ont.get(h.id)
+        labels = [term.name, *(s.text for s in term.synonyms)] if term else [h.name]
+        best, label = max((_label_score(want, _label_tokens(lab)), lab) for lab in labels)
+        out.append(h.model_copy(update={"score": round(0.7 * best + 0.3 * h.score / top, 4),
+                                        "matched_synonym": None if label == h.name else label}))
+    out.sort(key=lambda h: -h.score)
+    return out

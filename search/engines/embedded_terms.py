@@ -29,6 +29,7 @@ from search import analysis
 from search.engines.embedded import ANALYZERS, analyze
 from search.errors import IndexMissing, InvalidRequest
 from search.models import Term, TermHit
+from search.ontology import canonical_label
 
 WRITER_HEAP = 64_000_000
 DEFINITION_CHARS = 300
@@ -171,10 +172,11 @@ class TermIndex:
             main = tantivy.Query.term_query(schema, "ids", m.group(1))
             include_obsolete = True
         else:
-            tokens = analyze("word", query)
+            variants = [analyze("word", v) for v in dict.fromkeys([query, canonical_label(query)])]
+            tokens = list(dict.fromkeys(t for v in variants for t in v))
             if not tokens:
                 return []
-            main = _text_query(schema, tokens)
+            main = _text_query(schema, variants)
         musts = [(tantivy.Occur.Must, main)]
         if aspect:
             musts.append((tantivy.Occur.Must, tantivy.Query.term_query(schema, "aspect", aspect)))
@@ -188,7 +190,10 @@ class TermIndex:
         return [_hit(ontology_name, searcher.doc(addr), score, set(tokens)) for score, addr in result.hits]
 
 
-def _text_query(schema: tantivy.Schema, tokens: list[str]) -> tantivy.Query:
+def _text_query(schema: tantivy.Schema, variants: list[list[str]]) -> tantivy.Query:
+    """Dis-max over fields of all variants' tokens, plus exact-label bonuses for each variant and a bonus when
+    every token of the last (canonical) variant is in the name or a synonym."""
+    tokens = list(dict.fromkeys(t for v in variants for t in v))
     per_field = []
     for field, boost in FIELD_BOOSTS.items():
         q = (tantivy.Query.term_query(schema, field, tokens[0]) if len(tokens) == 1 else
@@ -196,9 +201,10 @@ def _text_query(schema: tantivy.Schema, tokens: list[str]) -> tantivy.Query:
                                           for t in tokens]))
         per_field.append(tantivy.Query.boost_query(q, boost))
     shoulds = [tantivy.Query.disjunction_max_query(per_field, TIE)]
-    key = " ".join(tokens)
-    shoulds.append(tantivy.Query.boost_query(tantivy.Query.term_query(schema, "key", key), NAME_KEY_BOOST))
-    shoulds.append(tantivy.Query.boost_query(tantivy.Query.term_query(schema, "syn_key", key), SYNONYM_KEY_BOOST))
+    for key in dict.fromkeys(" ".join(v) for v in variants if v):
+        shoulds.append(tantivy.Query.boost_query(tantivy.Query.term_query(schema, "key", key), NAME_KEY_BOOST))
+        shoulds.append(tantivy.Query.boost_query(tantivy.Query.term_query(schema, "syn_key", key), SYNONYM_KEY_BOOST))
+    tokens = variants[-1]
     if len(tokens) > 1:
         label_fields = ["name", *SYNONYM_FIELDS.values()]
         every_word = tantivy.Query.boolean_query([

@@ -1,0 +1,159 @@
+"""Ontology benchmark: load times (cold/warm), FlyAOC ground-truth coverage, hidden-set sizes, Wang speed, and the
+synonym hold-out quality of term search.
+
+    .venv/bin/python bench/bench_ontology.py [--data ../shared/data] [--go-sample 2000] [--seed 13] [--json out.json]
+
+Quality: each sampled synonym's term loses *all* its synonyms in a fresh index (so a query never meets itself or
+its siblings); the synonym is then the query and the owning term the answer. GO: a seeded sample of synonyms of
+live terms; FBbt: all of them. Synonyms whose normalised text equals their term's name are skipped (trivial).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from search.engines.embedded_terms import TermIndex, normalise  # noqa: E402
+from search.hidden import expand, named_set  # noqa: E402
+from search.ontology import Ontology, WangSimilarity  # noqa: E402
+from search.terms import TermService  # noqa: E402
+
+FILES = {"go": "ontologies/go-basic.obo.gz", "fbbt": "ontologies/fbbt-2013-07-26.obo", "fbdv": "ontologies/fbdv.obo"}
+
+
+def load_times(data: Path, cache: Path) -> dict[str, Ontology]:
+    print("## Loading\n\n| ontology | terms | obsolete | alt ids | synonyms | is_a | part_of | cold load s | warm load s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    onts = {}
+    for name, rel in FILES.items():
+        t0 = time.perf_counter()
+        Ontology.load(data / rel, name, cache_dir=cache)          # parses OBO, writes the cache
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ont = Ontology.load(data / rel, name, cache_dir=cache)
+        warm = time.perf_counter() - t0
+        s = ont.stats()
+        print(f"| {name} | {s['terms']} | {s['obsolete']} | {s['alt_ids']} | {s['synonyms']} | "
+              f"{s['edges'].get('is_a', 0)} | {s['edges'].get('part_of', 0)} | {cold:.2f} | {warm:.2f} |")
+        onts[name] = ont
+    return onts
+
+
+def coverage(data: Path, onts: dict[str, Ontology]) -> None:
+    go_ids, fbbt_ids = set(), set()
+    with open(data / "flyaoc/data/ground_truth_top100.jsonl") as fh:
+        for line in fh:
+            g = json.loads(line)
+            go_ids.update(r["go_id"] for r in g["task1_function"] if r.get("go_id"))
+            fbbt_ids.update(r["anatomy_id"] for r in g["task2_expression"] if r.get("anatomy_id"))
+    print("\n## FlyAOC ground truth\n")
+    for label, ids, ont in (("GO go_id", go_ids, onts["go"]), ("FBbt anatomy_id", fbbt_ids, onts["fbbt"])):
+        live = [i for i in ids if ont.resolve(i) and not ont.is_obsolete(ont.resolve(i))]
+        missing = sorted(set(ids) - set(live))
+        print(f"- {label}: {len(ids)} distinct, {len(live)} resolve to live terms, missing {len(missing)}: "
+              f"{', '.join(missing)}")
+
+
+def hidden_sizes(onts: dict[str, Ontology]) -> None:
+    go = onts["go"]
+    ids = named_set("flyaoc")
+    print(f"\n## FlyAOC hidden set on GO {go.data_version}\n\n| reading | hidden ids |\n|---|---|")
+    print(f"| the 120 ids as listed ({sum(1 for i in ids if i in go)} in this GO) | {len(expand(go, ids))} |")
+    for rel in ("is_a", "is_a+part_of", "regulates", "all"):
+        print(f"| with descendants over {rel} | {len(expand(go, ids, descendants=True, relations=rel))} |")
+
+
+def wang_speed(data: Path, onts: dict[str, Ontology], seed: int) -> None:
+    rng = random.Random(seed)
+    genes = [json.loads(line) for line in open(data / "flyaoc/data/ground_truth_top100.jsonl")]
+    print("\n## Wang similarity\n")
+    w = WangSimilarity(onts["go"])
+    checks = [(w.sim("GO:0000981", "GO:0003700"), 0.81454), (w.sim("GO:0005634", "GO:0005667"), 0.135278),
+              (WangSimilarity(onts["fbbt"]).sim("FBbt:00001040", "FBbt:00001036"), 0.886261)]
+    print("- worked values (spec §5): " + ", ".join(f"{got:.6f} (spec {want})" for got, want in checks))
+    for name, key, field in (("go", "task1_function", "go_id"), ("fbbt", "task2_expression", "anatomy_id")):
+        ont = onts[name]
+        pool = [t for t in ont.ids if not ont.is_obsolete(t) and t.startswith(("GO:", "FBbt:"))]
+        work = []
+        for g in genes:
+            truths = sorted({r[field] for r in g[key] if r.get(field) and r.get("in_corpus")})
+            work.append((rng.sample(pool, 30), truths))
+        pairs = sum(30 * len(t) for _, t in work)
+        for label in ("cold", "warm"):
+            if label == "cold":
+                w = WangSimilarity(ont)
+            t0 = time.perf_counter()
+            total = sum(sum(w.best_match_sums(p, t)) for p, t in work)
+            dt = time.perf_counter() - t0
+            print(f"- {name}: 100 genes × 30 candidates vs their in-corpus truths ({pairs} pairs), {label} cache: "
+                  f"{dt:.2f} s (sum of best matches {total:.2f})")
+
+
+def synonym_holdout(onts: dict[str, Ontology], name: str, sample: int | None, seed: int, tmp: Path) -> dict:
+    ont = onts[name]
+    cands = []
+    for t in ont.terms():
+        if t.obsolete:
+            continue
+        for s in t.synonyms:
+            if normalise(s.text) and normalise(s.text) != normalise(t.name):
+                cands.append((s.text, t.id))
+    rng = random.Random(seed)
+    queries = rng.sample(cands, sample) if sample and sample < len(cands) else cands
+    held = {tid for _, tid in queries}
+    terms = [t.model_copy(update={"synonyms": []}) if t.id in held else t for t in ont.terms()]
+    svc = TermService(tmp / name)
+    svc.index_ontology(Ontology.from_terms(name, terms), TermIndex(tmp / name).write)
+    top1 = top5 = r1 = r5 = 0
+    lat = []
+    for text, tid in queries:
+        t0 = time.perf_counter()
+        hits = [h.id for h in svc.search(name, text, limit=5).hits]
+        lat.append((time.perf_counter() - t0) * 1000)
+        top1 += hits[:1] == [tid]
+        top5 += tid in hits
+        res = [r.id for r in svc.resolve_description(text, name, limit=5)]
+        r1 += res[:1] == [tid]
+        r5 += tid in res
+    n = len(queries)
+    return {"ontology": name, "queries": n, "held_out_terms": len(held), "top1": top1 / n, "top5": top5 / n,
+            "resolver_top1": r1 / n, "resolver_top5": r5 / n, "p50_ms": statistics.median(lat),
+            "p95_ms": statistics.quantiles(lat, n=20)[18]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    ap.add_argument("--go-sample", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--json", type=Path, help="Also write the quality numbers here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        onts = load_times(args.data, tmp / "cache")
+        coverage(args.data, onts)
+        hidden_sizes(onts)
+        wang_speed(args.data, onts, args.seed)
+        print("\n## Synonym hold-out (term search)\n\n| ontology | queries | held-out terms | top-1 | top-5 | "
+              "resolver top-1 | resolver top-5 | search p50 ms | p95 ms |\n|---|---|---|---|---|---|---|---|---|")
+        rows = []
+        for name, sample in (("go", args.go_sample), ("fbbt", None)):
+            r = synonym_holdout(onts, name, sample, args.seed, tmp)
+            rows.append(r)
+            print(f"| {name} | {r['queries']} | {r['held_out_terms']} | {r['top1']:.3f} | {r['top5']:.3f} | "
+                  f"{r['resolver_top1']:.3f} | {r['resolver_top5']:.3f} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} |",
+                  flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
