@@ -52,7 +52,8 @@ def _env() -> dict[str, str]:
 
 
 def _mcp_command(api_url: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "search.mcp_server", "--api", api_url, *args]
+    """``flysift mcp …`` with this interpreter (the root group finds ``mcp`` through its entry point)."""
+    return [sys.executable, "-m", "search.cli", "mcp", "--api", api_url, *args]
 
 
 def _text(page: dict) -> str:
