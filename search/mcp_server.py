@@ -47,18 +47,18 @@ def dumps(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def fit(items: list[Any], wrap: Callable[[list[Any]], Any] = lambda xs: xs) -> str:
-    """JSON of ``wrap(items)``, dropping items from the end until it fits :data:`MAX_RESULT_CHARS`."""
+def fit(items: list[Any]) -> str:
+    """JSON of a result list, dropping items from the end until it fits :data:`MAX_RESULT_CHARS`."""
     n = len(items)
-    text = dumps(wrap(items))
+    text = dumps(items)
     while len(text) > MAX_RESULT_CHARS and n > 1:
         n = max(1, min(n - 1, n * MAX_RESULT_CHARS // len(text)))
-        text = dumps(wrap(items[:n]))
+        text = dumps(items[:n])
     return text
 
 
-def error(message: str, code: str | None = None, **extra: Any) -> str:
-    return dumps({"error": message, **({"code": code} if code else {}), **extra})
+def error(message: str, code: str) -> str:
+    return dumps({"error": message, "code": code})
 
 
 def _bounded(name: str, value: int, low: int, high: int) -> str | None:
