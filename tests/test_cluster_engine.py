@@ -57,14 +57,18 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_cluster_down_is_503_with_retry_after_and_a_clear_message(tmp_path: Path):
-    settings = Settings(data_dir=tmp_path, cluster_url=f"http://127.0.0.1:{_closed_port()}", cluster_timeout_s=2)
+@pytest.mark.parametrize("flavour", ["opensearch", "elasticsearch"])
+def test_cluster_down_is_503_with_retry_after_and_a_clear_message(tmp_path: Path, flavour: str):
+    settings = Settings(data_dir=tmp_path, cluster_url=f"http://127.0.0.1:{_closed_port()}", cluster_timeout_s=2,
+                        cluster_flavour=flavour, cluster_username="u", cluster_password="p")
     engine = open_engine(settings)
     assert isinstance(engine, ClusterEngine)
-    with pytest.raises(Unavailable) as e:
-        engine.search_papers(plan("Dl"))
-    assert e.value.status == 503 and e.value.headers["Retry-After"].isdigit()
-    assert "cannot be reached" in e.value.message and settings.cluster_url in e.value.message
+    for call in (lambda: engine.search_papers(plan("Dl")), lambda: engine.get_paper("PMC1"), engine.stats,
+                 lambda: engine.open_build("x")):
+        with pytest.raises(Unavailable) as e:
+            call()
+        assert e.value.status == 503 and e.value.headers["Retry-After"].isdigit()
+        assert "cannot be reached" in e.value.message and settings.cluster_url in e.value.message
 
 
 def test_api_answers_503_with_retry_after_when_the_cluster_is_down(tmp_path: Path):
