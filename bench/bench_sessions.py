@@ -79,7 +79,8 @@ def prediction(gene, read: list[str]) -> dict:
             "task1_function": [{"go_id": "GO:0005634", "qualifier": "located_in", "aspect": "C",
                                 "evidence": {"pmcid": read[0] if read else "PMC1", "text": "nuclear"}}],
             "task2_expression": [{"expression_type": "polypeptide", "anatomy_id": "FBbt:00000001"}],
-            "task3_synonyms": {"fullname_synonyms": gene.fullname_synonyms[:2], "symbol_synonyms": gene.symbol_synonyms[:3]}}
+            "task3_synonyms": {"fullname_synonyms": gene.fullname_synonyms[:2],
+                               "symbol_synonyms": gene.symbol_synonyms[:3]}}
 
 
 async def agent(i: int, base: str, genes: list, key: dict[str, list[str]], stats: Stats, deadline: float,

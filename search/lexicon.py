@@ -171,7 +171,7 @@ def _split(cell: str) -> list[str]:
 
 
 def read_fb_synonym(path: Path) -> Iterator[Gene]:
-    """Dmel genes of FlyBase's ``fb_synonym`` table; comment lines start with ``#`` (the header is ``##primary_FBid``)."""
+    """Dmel genes of FlyBase's ``fb_synonym`` table; ``#`` lines are comments (the header is ``##primary_FBid``)."""
     with _open(path) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip() or line.startswith("#"):

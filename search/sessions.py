@@ -258,7 +258,8 @@ def require_open(session_id: str, status: str) -> None:
         raise SessionClosed(session_id)
 
 
-def charged_read(store, session: Session, pmcid: str, continuation: bool, read: Callable[[], T]) -> tuple[T, ReadCharge]:
+def charged_read(store, session: Session, pmcid: str, continuation: bool,
+                 read: Callable[[], T]) -> tuple[T, ReadCharge]:
     """Run ``read`` (which produces the text) and spend budget for it in ``store``. Under ``distinct`` the text is
     made first, so an unknown pmcid or a bad argument costs nothing; under ``flyaoc`` the unit is spent first, as in
     the reference, where every call counts."""

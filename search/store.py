@@ -174,7 +174,8 @@ class SqliteStore:
 
     def revoke_key(self, key_id: str) -> ApiKey:
         with self._tx() as db:
-            cur = db.execute("UPDATE api_keys SET revoked_at=? WHERE id=? AND revoked_at IS NULL", (time.time(), key_id))
+            cur = db.execute("UPDATE api_keys SET revoked_at=? WHERE id=? AND revoked_at IS NULL",
+                             (time.time(), key_id))
             if cur.rowcount == 0 and not db.execute("SELECT 1 FROM api_keys WHERE id=?", (key_id,)).fetchone():
                 raise NotFound(f"No API key with id {key_id!r}.", details={"key_id": key_id})
         return self.get_key(key_id)  # type: ignore[return-value]

@@ -244,8 +244,9 @@ class ClusterStore:
 
     def append_trace(self, session_id: str, event: TraceEvent) -> int:
         seq = self._next(session_id, "trace_seq", check_open=False)
+        event = event.model_copy(update={"seq": seq})
         self._create("trace", f"{session_id}:{seq:09d}",
-                     {"session_id": session_id, "seq": seq, "event": event.model_copy(update={"seq": seq}).model_dump()})
+                     {"session_id": session_id, "seq": seq, "event": event.model_dump()})
         return seq
 
     def _numbered(self, kind: str, session_id: str, counter: str, after: int, limit: int) -> list[dict]:

@@ -32,7 +32,8 @@ MAX_RETURNED_IDS = 500
 MAX_CAPTURE_BYTES = 4_000_000
 SESSION_HEADER = "X-Session-Id"
 
-_bearer = HTTPBearer(auto_error=False, description="An API key from `flysift admin create-key` (when FLYSIFT_AUTH=true)")
+_bearer = HTTPBearer(auto_error=False,
+                     description="An API key from `flysift admin create-key` (when FLYSIFT_AUTH=true)")
 
 
 def store(request: Request) -> SessionStore:

@@ -63,7 +63,8 @@ def get_paper(pmcid: str, request: Request, response: Response,
     names = [n for s in sections for n in s.split(",")] if sections else None
 
     def read() -> PaperText:
-        return _svc(request).paper_text(pmcid, sections=names, max_chars=max_chars, cursor=cursor, collection=collection)
+        return _svc(request).paper_text(pmcid, sections=names, max_chars=max_chars, cursor=cursor,
+                                        collection=collection)
 
     if session is None:
         return read()
