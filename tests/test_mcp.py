@@ -128,6 +128,7 @@ def test_agent_run_over_stdio(api):
     assert out["missing"]["code"] == "invalid_request" and "50" in out["missing"]["error"]
 
     assert [p["passage_id"] for p in out["passages"]] == ["PMC100001:2:0"]
+    assert isinstance(out["go"], list), out["go"]  # an error here: is the terms router in create_app?
     go_ids = [t["go_id"] for t in out["go"]]
     assert "GO:0003700" in go_ids and "GO:0005667" not in go_ids    # hidden in this session
     assert out["go_c"][0]["go_id"] == "GO:0005634" and out["go_c"][0]["namespace"] == "cellular_component"
