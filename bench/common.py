@@ -71,11 +71,14 @@ def current_rss() -> int:
 
 @dataclass
 class ChildRun:
-    """What ``run_measured`` saw: exit status, wall seconds, peak RSS (the child and its descendants together)."""
+    """What ``run_measured`` saw: exit status, wall seconds, CPU seconds (user + system of the child and the
+    descendants it waited for; on a shared machine a steadier measure than wall time), peak RSS (the child and its
+    descendants together)."""
 
     cmd: list[str]
     returncode: int
     seconds: float
+    cpu_seconds: float
     peak_rss: int
     stdout: str
     stderr: str
@@ -118,19 +121,19 @@ def run_measured(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: 
             pid, wstatus, usage = os.wait4(popen.pid, os.WNOHANG)
             if pid:
                 status = os.waitstatus_to_exitcode(wstatus)
-                peak = max(peak, usage.ru_maxrss * 1024)
                 break
             if timeout_s is not None and time.perf_counter() - start > timeout_s:
                 popen.kill()
                 _, _, usage = os.wait4(popen.pid, 0)
-                status, peak = -9, max(peak, usage.ru_maxrss * 1024)
+                status = -9
                 break
             time.sleep(poll_s)
         seconds = time.perf_counter() - start
         popen.returncode = status      # reaped by wait4; keep Popen from waiting again
         out.seek(0)
         err.seek(0)
-        return ChildRun(list(cmd), status, seconds, peak, out.read(), err.read())
+        return ChildRun(list(cmd), status, seconds, usage.ru_utime + usage.ru_stime,
+                        max(peak, usage.ru_maxrss * 1024), out.read(), err.read())
 
 
 def free_port() -> int:
@@ -189,7 +192,7 @@ def dir_bytes(path: Path) -> int:
 
 
 def machine() -> dict[str, object]:
-    """The facts a reader needs to compare numbers across runs."""
+    """The facts a reader needs to compare numbers across runs (the load average says how shared the machine was)."""
     cpu = platform.processor() or ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -199,7 +202,8 @@ def machine() -> dict[str, object]:
     except OSError:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "python": platform.python_version(), "platform": platform.platform(terse=True)}
+            "python": platform.python_version(), "platform": platform.platform(terse=True),
+            "load_avg_1m": round(os.getloadavg()[0], 2)}
 
 
 def write_json(path: Path, data: object) -> None:
