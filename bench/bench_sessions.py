@@ -128,7 +128,42 @@ async def agent(i: int, base: str, genes: list, key: dict[str, list[str]], stats
             stats.sessions_done += exhausted
 
 
+async def warm_up(base: str, gene) -> None:
+    """One call of each kind per worker-ish, so that lazy loads (index readers, lexicon) are not timed."""
+    async with httpx.AsyncClient(base_url=base, timeout=120) as c:
+        for _ in range(8):
+            sid = (await c.post("/v1/sessions", json={"gene": gene.id, "team": "warmup"})).json()["id"]
+            h = {"X-Session-Id": sid}
+            hits = (await c.post("/v1/papers/search", json={"query": "expression", "gene": gene.symbol},
+                                 headers=h)).json()["hits"]
+            await c.post("/v1/passages/search", json={"query": "expression"}, headers=h)
+            await c.get(f"/v1/papers/{hits[0]['pmcid']}", headers=h)
+
+
+def store_ops(path: Path, n: int) -> dict[str, float]:
+    """Microseconds per store operation on an idle SQLite store (what a session adds to a call)."""
+    from search.models import Gene
+    from search.sessions import Session, TraceEvent
+    from search.store import SqliteStore
+
+    st = SqliteStore(path)
+    st.create_session(Session(id="ses_bench", team="b", gene=Gene(id="FBgn0000001", symbol="x"), max_papers=n,
+                              created_at=time.time()))
+    ev = TraceEvent(time=time.time(), tool="search_papers", arguments={"body": {"query": "x"}},
+                    returned_ids=[f"PMC{i}" for i in range(10)], latency_ms=1.0, status=200)
+    out = {}
+    for name, op in (("get_session", lambda i: st.get_session("ses_bench")),
+                     ("charge_read", lambda i: st.charge_read("ses_bench", f"PMC{i}")),
+                     ("append_trace", lambda i: st.append_trace("ses_bench", ev))):
+        with stopwatch() as t:
+            for i in range(n):
+                op(i)
+        out[name + "_us"] = round(t["s"] / n * 1e6, 1)
+    return out
+
+
 async def drive(base: str, agents: int, seconds: float, genes: list, key: dict[str, list[str]]):
+    await warm_up(base, genes[0])
     stats, coverages = Stats(), {}
     deadline = time.monotonic() + seconds
     with stopwatch() as t:
@@ -143,7 +178,9 @@ def report(res: dict) -> str:
     out = [f"{res['agents']} agents, {res['seconds']:.0f} s, {res['workers']} API worker(s), store {res['store']}, "
            f"corpus {res['papers']} papers × ~{res['words']} words; {res['requests']} requests = "
            f"{res['throughput_rps']} req/s; sessions that read their whole budget: {res['sessions_done']}; "
-           f"errors (non-2xx other than budget_exhausted): {sum(res['errors'].values())} {dict(res['errors'])}",
+           f"errors (non-2xx other than budget_exhausted): {sum(res['errors'].values())} {dict(res['errors'])}; "
+           f"load average (1 min) before/after: {res['machine']['load_avg_1m']}/{res['load_avg_1m_end']}; "
+           f"SQLite store alone, µs per op: {res['store_ops']}",
            "", markdown_table(["tool", "calls", "calls/s", "p50 ms", "p99 ms", "max ms", "statuses"], rows),
            "Coverage of the generator's answer-key papers (first 60 per gene) by one budget-16 session each:", "",
            markdown_table(["gene", "cited", "read", "surfaced, not read", "never surfaced", "read fraction"],
@@ -179,12 +216,13 @@ def main() -> None:
     with served(cmd, base + "/v1/health", env=env):
         stats, coverages, secs = asyncio.run(drive(base, args.agents, args.seconds, genes, key))
     total = sum(len(v) for v in stats.ms.values())
+    ops = store_ops(args.work / f"store-ops-{int(time.time())}.sqlite", 2000)
     res = {"machine": machine(), "agents": args.agents, "seconds": secs, "workers": args.workers, "store": args.store,
            "papers": args.papers, "words": args.words, "build_seconds": round(tb["s"], 1), "requests": total,
            "throughput_rps": round(total / secs, 1), "sessions_done": stats.sessions_done,
            "latency": {k: latency_summary(v) for k, v in stats.ms.items()},
            "status": {k: dict(v) for k, v in stats.status.items()}, "errors": dict(stats.errors),
-           "coverage": coverages}
+           "coverage": coverages, "store_ops": ops, "load_avg_1m_end": round(os.getloadavg()[0], 2)}
     write_json(args.work / "results.json", res)
     (args.work / "results.md").write_text(report(res), encoding="utf-8")
     print(report(res))
