@@ -15,6 +15,7 @@ from search.auth import AuthSettings, RateLimiter
 from search.config import Settings
 from search.errors import FlysiftError
 from search.service import SearchService
+from search.terms import TermService
 from search.store import StoreSettings, open_store
 
 log = logging.getLogger("flysift.api")
@@ -63,8 +64,10 @@ def create_app(settings: Settings | None = None, store_settings: StoreSettings |
         log.exception("unhandled error")
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
 
-    from search.api import papers, sessions
+    from search.api import papers, sessions, terms
 
+    app.state.terms = TermService(settings.data_dir)
     app.include_router(papers.router)
     app.include_router(sessions.router)
+    app.include_router(terms.router)
     return app
