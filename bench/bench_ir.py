@@ -114,7 +114,7 @@ def main() -> None:
     print(table)
     for r in rows:
         for s in r["significance"]:
-            print(f"{r['collection']}: {s['b']} vs {s['a']} {s['metric']} Δ {s['delta']:+.4f} p {s['p_value']:.3g}")
+            print(f"{r['collection']}: {s['metric']} {s['b']} − {s['a']} = {s['delta']:+.4f}, p {s['p_value']:.3g}")
     (args.out / "table.md").write_text(table + "\n")
     (args.out / "results.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "per_query"}
                                                        for r in rows], indent=1))

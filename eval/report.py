@@ -277,7 +277,7 @@ def ir_markdown(result: dict[str, Any]) -> str:
     if tests:
         lines += ["", f"Paired significance ({result.get('significance_test', 'student')} test, ranx):", ""]
         for t in tests:
-            lines.append(f"- {t['a']} vs {t['b']}, {t['metric']}: Δ = {t['delta']:+.4f}, p = {t['p_value']:.4g}"
+            lines.append(f"- {t['metric']}: {t['b']} − {t['a']} = {t['delta']:+.4f}, p = {t['p_value']:.4g}"
                          f"{' (significant at 0.05)' if t['p_value'] < 0.05 else ''}")
     lines.append("")
     return "\n".join(lines)
