@@ -159,17 +159,13 @@ def test_resolver_prefers_the_named_term(svc):
 
 
 def test_api_endpoints(data_dir):
-    from fastapi import FastAPI
-    from fastapi.responses import JSONResponse
+    from search.api.app import create_app
+    from search.config import Settings
+    from search.lexicon import Lexicon
+    from search.models import Gene
 
-    from search.api.terms import router
-    from search.errors import FlysiftError
-
-    app = FastAPI()  # the router as search.api.app mounts it: service on app.state.terms, FlysiftError → error shape
-    app.state.terms = TermService(data_dir)
-    app.include_router(router)
-    app.add_exception_handler(FlysiftError, lambda _, e: JSONResponse(e.to_dict(), status_code=e.status))
-    c = TestClient(app)
+    Lexicon([Gene(id="FBgn0000490", symbol="dpp", fullname="decapentaplegic")]).save(data_dir / "lexicon.tsv")
+    c = TestClient(create_app(Settings(data_dir=data_dir)))
     r = c.get("/v1/terms/search", params={"ontology": "go", "q": "nucleus", "aspect": "C", "limit": 2})
     assert r.status_code == 200 and r.json()["hits"][0]["id"] == "GO:0005634"
     assert c.get("/v1/terms/GO:0042051").json()["id"] == "GO:0001745"
@@ -186,6 +182,14 @@ def test_api_endpoints(data_dir):
     assert c.get("/v1/flyaoc/search_anatomy_terms", params={"query": "CNS"}).json()[0]["fbbt_id"] == "FBbt:00005095"
     assert c.get("/v1/flyaoc/get_term_children", params={"term_id": "GO:0043226"}).json()["children_count"] == 2
     assert c.get("/v1/terms/resolve", params={"text": "compound eye morphogenesis"}).json()[0]["id"] == "GO:0001745"
+    # inside a session its hidden terms apply without any request parameter, and the call is traced
+    sid = c.post("/v1/sessions", json={"gene": "dpp", "hidden_terms": {"set": "flyaoc", "descendants": True}}).json()["id"]
+    in_session = {"X-Session-Id": sid}
+    found = c.get("/v1/flyaoc/search_go_terms", params={"query": "compound eye morphogenesis"}, headers=in_session).json()
+    assert "GO:0001745" not in [t["go_id"] for t in found] and "GO:0048749" in [t["go_id"] for t in found]
+    assert c.get("/v1/terms/GO:0001745", headers=in_session).json()["error"]["code"] == "term_hidden"
+    assert [e["tool"] for e in c.get(f"/v1/sessions/{sid}/trace").json()["events"]][-2:] == \
+        ["search_go_terms", "get_term"]
 
 
 def test_cli_index_and_terms(tmp_path, monkeypatch):
