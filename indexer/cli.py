@@ -79,14 +79,17 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
 @click.option("--port", type=int, default=8000, show_default=True)
 def demo(data_dir: Path | None, papers: int, queries: tuple[str, ...], serve: bool, port: int) -> None:
     """Generate a sample corpus, index it, answer sample queries (and optionally serve it)."""
+    from search.lexicon import Lexicon
     from search.service import SearchService
 
-    from indexer.synthetic import SyntheticConfig, write_corpus
+    from indexer.synthetic import SyntheticConfig, bundled_genes, write_corpus
 
     settings = settings_for(data_dir)
     sample_dir = Path(settings.data_dir) / "sample"
     info = write_corpus(SyntheticConfig(n_papers=papers), sample_dir)
-    click.echo(f"sample corpus: {sample_dir / 'corpus.jsonl'} ({info})", err=True)
+    click.echo(f"sample corpus: {sample_dir / 'corpus.jsonl'} ({info['papers']} papers, {info['words']} words)", err=True)
+    # the service loads <data_dir>/lexicon.tsv, so sessions can name the sample's genes (gene=, synonym policies)
+    Lexicon(bundled_genes()).save(Path(settings.data_dir) / "lexicon.tsv")
     summary = index_corpus([sample_dir / "corpus.jsonl"], settings)
     click.echo(f"indexed {summary.indexed} papers, {summary.passages} passages in {summary.seconds:.1f} s "
                f"into {settings.data_dir}", err=True)
