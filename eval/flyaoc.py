@@ -176,14 +176,11 @@ class Issue:
                 "message": self.message}
 
 
-#: Gene statuses. ``failed``: run record with ``output: null``; ``invalid``: file unusable (scored as failed);
-#: ``missing``: no file (skipped in parity mode, failed with --missing-as-failed or in corrected mode).
-STATUSES = ("ok", "failed", "invalid", "missing")
-
-
 @dataclass
 class GenePrediction:
-    """One gene's ranked lists (§4.3) and what was wrong with its file."""
+    """One gene's ranked lists (§4.3) and what was wrong with its file. ``status``: ``ok``; ``failed`` (run record
+    with ``output: null``); ``invalid`` (file unusable, scored as failed); ``missing`` (no file: skipped in parity
+    mode, failed with --missing-as-failed or in corrected mode)."""
 
     gene_id: str
     status: str
@@ -683,14 +680,3 @@ def evaluate(truth: Mapping[str, GeneTruth], predictions: Mapping[str, GenePredi
     return Evaluation(mode=scorer.mode, missing_as_failed=count_missing, k_values=k_values, headline_k=heads,
                       genes=genes, statuses=statuses, scores=scores, issues=issues, aggregate=aggregate,
                       bootstrap=boot)
-
-
-def evaluate_dir(ground_truth: str | Path, predictions_dir: str | Path, similarity: Mapping[str, Similarity], *,
-                 known: Mapping[str, Known | None] | None = None, mode: str = "parity",
-                 k_values: Iterable[int] = DEFAULT_K, headline_k: Mapping[str, int] | None = None,
-                 missing_as_failed: bool = False, n_resamples: int = 1000, seed: int = 0) -> Evaluation:
-    """Load a ground-truth file and a prediction directory and score them (the CLI's entry point)."""
-    truth = load_ground_truth(ground_truth)
-    preds, stray = load_predictions(predictions_dir, truth, known)
-    return evaluate(truth, preds, Scorer(similarity, k_values=k_values, mode=mode), headline_k=headline_k,
-                    missing_as_failed=missing_as_failed, extra_issues=stray, n_resamples=n_resamples, seed=seed)
