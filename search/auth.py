@@ -22,7 +22,6 @@ from typing import Literal
 
 import regex
 from pydantic import BaseModel, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from search.errors import FlysiftError, InvalidRequest
 
@@ -31,15 +30,6 @@ SCOPES: tuple[str, ...] = ("agent", "admin")
 LOCAL_TEAM = "local"
 TEAM_NAME = regex.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 _KEY = regex.compile(r"^fsk_([0-9a-f]{12})_[A-Za-z0-9_\-]{20,}$")
-
-
-class AuthSettings(BaseSettings):
-    """Settings of this module (env prefix ``FLYSIFT_``)."""
-
-    model_config = SettingsConfigDict(env_prefix="FLYSIFT_", extra="ignore")
-
-    rate_limit_per_minute: float = Field(600.0, description="Requests per minute per key and process; 0 = off")
-    rate_limit_burst: int = Field(60, description="Requests a key may make at once before the rate applies")
 
 
 class Unauthorized(FlysiftError):

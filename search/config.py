@@ -52,7 +52,16 @@ class Settings(BaseSettings):
     # service
     host: str = "127.0.0.1"
     port: int = 8000
-    auth: bool = False
+    auth: bool = Field(False, description="Require API keys; off only for local demos")
+    rate_limit_per_minute: float = Field(600.0, description="Requests per minute per key and process; 0 = off")
+    rate_limit_burst: int = Field(60, description="Requests a key may make at once before the rate applies")
+
+    # sessions
+    session_store: Literal["sqlite", "cluster"] | None = Field(
+        None, description="sqlite (default) or cluster (the Elasticsearch/OpenSearch of FLYSIFT_CLUSTER_URL)")
+    session_db: Path | None = Field(None, description="SQLite file (default <data_dir>/sessions.sqlite)")
+    lexicon: str | None = Field(None, description="Comma-separated gene lexicon sources (see search.lexicon)")
+    ground_truth: Path | None = Field(None, description="FlyAOC ground truth, for coverage of curator-cited papers")
 
     @property
     def engine_kind(self) -> str:

@@ -15,27 +15,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from search.auth import ApiKey
 from search.config import Settings
 from search.errors import FlysiftError, NotFound
 from search.sessions import ReadCharge, Session, Submission, TraceEvent, charge_decision, require_open
-
-
-class StoreSettings(BaseSettings):
-    """Settings of the session store and session features (env prefix ``FLYSIFT_``)."""
-
-    model_config = SettingsConfigDict(env_prefix="FLYSIFT_", extra="ignore")
-
-    session_store: Literal["sqlite", "cluster"] | None = Field(
-        None, description="sqlite (default) or cluster (the Elasticsearch/OpenSearch of FLYSIFT_CLUSTER_URL)")
-    session_db: Path | None = Field(None, description="SQLite file (default <data_dir>/sessions.sqlite)")
-    lexicon: str | None = Field(None, description="Comma-separated gene lexicon sources (see search.lexicon)")
-    ground_truth: Path | None = Field(None, description="FlyAOC ground truth, for coverage of curator-cited papers")
 
 
 class Conflict(FlysiftError):
@@ -70,14 +56,13 @@ def session_not_found(session_id: str) -> NotFound:
                     "X-Session-Id header.", code="session_not_found", details={"session_id": session_id})
 
 
-def open_store(settings: Settings, store_settings: StoreSettings | None = None) -> SessionStore:
-    ss = store_settings or StoreSettings()
-    kind = ss.session_store or ("cluster" if settings.engine_kind == "cluster" else "sqlite")
+def open_store(settings: Settings) -> SessionStore:
+    kind = settings.session_store or ("cluster" if settings.engine_kind == "cluster" else "sqlite")
     if kind == "cluster":
         from search.store_cluster import ClusterStore
 
         return ClusterStore.from_settings(settings)
-    return SqliteStore(ss.session_db or Path(settings.data_dir) / "sessions.sqlite")
+    return SqliteStore(settings.session_db or Path(settings.data_dir) / "sessions.sqlite")
 
 
 _SCHEMA = """

@@ -15,7 +15,6 @@ from search.lexicon import Lexicon
 from search.models import Gene, Paper, Section, Term
 from search.ontology import Ontology
 from search.sessions import HiddenSpec, Session, hidden_ids_for
-from search.store import StoreSettings
 
 EXTRA = [
     Paper(pmcid="PMC100005", year=1990, title="Homeotic genes of the bithorax complex",
@@ -56,7 +55,7 @@ def write_ground_truth(path: Path) -> Path:
 def http(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("sessions")
     d = make_data(tmp_path)
-    app = create_app(Settings(data_dir=d), StoreSettings(ground_truth=write_ground_truth(tmp_path / "gt.jsonl")))
+    app = create_app(Settings(data_dir=d, ground_truth=write_ground_truth(tmp_path / "gt.jsonl")))
     with LiveServer(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         yield c
 

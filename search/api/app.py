@@ -11,12 +11,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from search import __version__
 from search.api.deps import TraceMiddleware, load_lexicon, principal
-from search.auth import AuthSettings, RateLimiter
+from search.auth import RateLimiter
 from search.config import Settings
 from search.errors import FlysiftError
 from search.service import SearchService
 from search.terms import TermService
-from search.store import StoreSettings, open_store
+from search.store import open_store
 
 log = logging.getLogger("flysift.api")
 
@@ -26,9 +26,8 @@ def _error(status: int, code: str, message: str, details: dict | None = None, he
                         headers=headers)
 
 
-def create_app(settings: Settings | None = None, store_settings: StoreSettings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    store_settings = store_settings or StoreSettings()
     app = FastAPI(title="flysift", version=__version__,
                   description="Retrieval backend for literature-curation agents: budget-limited, gene-aware "
                               "search over papers, passages and ontology terms.",
@@ -37,11 +36,9 @@ def create_app(settings: Settings | None = None, store_settings: StoreSettings |
     app.state.search = SearchService(settings)
     app.state.builds = {}
     # sessions, auth and traces (search.api.deps)
-    app.state.store_settings = store_settings
-    app.state.store = open_store(settings, store_settings)
-    app.state.lexicon = load_lexicon(store_settings.lexicon, settings.data_dir)
-    auth = AuthSettings()
-    app.state.limiter = RateLimiter(auth.rate_limit_per_minute, auth.rate_limit_burst)
+    app.state.store = open_store(settings)
+    app.state.lexicon = load_lexicon(settings.lexicon, settings.data_dir)
+    app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
     app.add_middleware(TraceMiddleware)
 
     @app.exception_handler(FlysiftError)

@@ -123,7 +123,7 @@ def get_coverage(session_id: str, request: Request, p: Principal = Depends(princ
     if pmcids:
         cited, source = [x.strip() for v in pmcids for x in v.split(",") if x.strip()], "request"
     else:
-        gt = request.app.state.store_settings.ground_truth
+        gt = request.app.state.settings.ground_truth
         if gt is None:
             raise InvalidRequest("No cited papers: pass pmcids=… or load a FlyAOC ground truth with "
                                  "FLYSIFT_GROUND_TRUTH.", details={"field": "pmcids"})
