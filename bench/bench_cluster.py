@@ -5,8 +5,9 @@ What it measures, for both engines in one run:
 * indexing: the real pipeline (``indexer.pipeline.index_corpus``: read, validate, split passages, bulk/commit,
   publish) — papers/s and input MB/s — and the index size (embedded: bytes on disk; cluster: primary store size of
   the papers and passages indices), per paper;
-* search: planned gene queries (the embedded benchmark's) through ``search_papers`` (top 10, snippets on, as agents
-  ask) with 1, 8 and 32 concurrent clients (threads) — p50/p99 latency and queries/s;
+* search: planned gene queries (the embedded benchmark's) through ``search_papers`` (top 10) with 1, 8 and 32
+  concurrent clients (threads) — p50/p99 latency and queries/s — without snippets, as the embedded benchmark, and
+  with one client also with snippets (highlighting dominates the cost of both engines);
 * parity: mean top-10 overlap of the two engines over the same queries.
 
 Without ``--cluster-url`` it starts the one-JVM OpenSearch node of ``deploy/cluster-local`` (heap ``--heap``) and
@@ -67,12 +68,16 @@ def index(settings, corpus: Path) -> dict:
 
 def load(search: Callable[[str], object], texts: list[str], clients: int, total: int) -> dict:
     """``total`` searches spread over ``clients`` threads; latency per search and overall queries/s."""
-    counter, times = itertools.count(), []
+    counter, times, errors = itertools.count(), [], []
 
     def worker() -> None:
         while (i := next(counter)) < total:
             t0 = time.perf_counter()
-            search(texts[i % len(texts)])
+            try:
+                search(texts[i % len(texts)])
+            except Exception as e:  # a timeout under overload is a result too: counted, not fatal
+                errors.append(f"{type(e).__name__}: {e}"[:200])
+                continue
             times.append((time.perf_counter() - t0) * 1000)
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
@@ -82,7 +87,9 @@ def load(search: Callable[[str], object], texts: list[str], clients: int, total:
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return {**latency_summary(times), "qps": round(total / wall, 1)}
+    summary = latency_summary(times) if times else {"n": 0, "p50_ms": None, "p99_ms": None}
+    return {**summary, "qps": round(len(times) / wall, 1), "errors": len(errors),
+            "first_error": errors[0] if errors else None}
 
 
 def main() -> None:
@@ -97,6 +104,8 @@ def main() -> None:
     ap.add_argument("--flavour", default=os.environ.get("FLYSIFT_CLUSTER_FLAVOUR", "opensearch"))
     ap.add_argument("--heap", default="1g", help="heap of the local node started when no --cluster-url is given")
     ap.add_argument("--out", type=Path, help="Also write the results JSON here")
+    ap.add_argument("--search-only", action="store_true",
+                    help="Reuse the indices and indexing results of the last run in --work; measure search again")
     args = ap.parse_args()
 
     import psutil
@@ -120,16 +129,20 @@ def main() -> None:
         url, stop, pid = start_node(args.work, args.heap)
     try:
         emb_dir = args.work / "embedded"
-        shutil.rmtree(emb_dir, ignore_errors=True)
         emb_settings = Settings(data_dir=emb_dir)
         clu_settings = Settings(data_dir=args.work / "cluster-data", cluster_url=url, cluster_flavour=args.flavour,
                                 cluster_index_prefix="flysift-bench")
         results: dict = {"machine": machine(), "corpus": {**corpus_info, "bytes": corpus.stat().st_size},
                          "cluster": {"url": url, "flavour": args.flavour, "heap": args.heap if stop else None}}
-        print("indexing (embedded)…", file=sys.stderr)
-        results["embedded_index"] = index(emb_settings, corpus)
-        print("indexing (cluster)…", file=sys.stderr)
-        results["cluster_index"] = index(clu_settings, corpus)
+        if args.search_only:
+            last = json.loads((args.work / "results.json").read_text())
+            results["embedded_index"], results["cluster_index"] = last["embedded_index"], last["cluster_index"]
+        else:
+            shutil.rmtree(emb_dir, ignore_errors=True)
+            print("indexing (embedded)…", file=sys.stderr)
+            results["embedded_index"] = index(emb_settings, corpus)
+            print("indexing (cluster)…", file=sys.stderr)
+            results["cluster_index"] = index(clu_settings, corpus)
         embedded, cluster = EmbeddedEngine(emb_dir), ClusterEngine(clu_settings)
         e_stats, c_stats = embedded.stats(), cluster.stats()
         n = max(e_stats.papers, 1)
@@ -145,11 +158,13 @@ def main() -> None:
 
         results["search"] = {}
         for name, eng in engines.items():
-            def one(text: str, eng=eng) -> object:
-                return eng.search_papers(plan(text), limit=K, snippets=True)
-            for c in CLIENTS:
-                print(f"search {name} × {c} clients…", file=sys.stderr)
-                results["search"][f"{name}/{c}"] = load(one, texts, c, max(len(texts), c * args.per_client))
+            for snippets, levels in ((False, CLIENTS), (True, CLIENTS[:1])):
+                def one(text: str, eng=eng, snippets=snippets) -> object:
+                    return eng.search_papers(plan(text), limit=K, snippets=snippets)
+                for c in levels:
+                    print(f"search {name} × {c} clients, snippets {snippets}…", file=sys.stderr)
+                    key = f"{name}/{c}" + ("/snippets" if snippets else "")
+                    results["search"][key] = load(one, texts, c, max(len(texts), c * args.per_client))
         if pid:
             results["cluster"]["node_rss"] = psutil.Process(pid).memory_info().rss
     finally:
@@ -181,9 +196,10 @@ def report(r: dict) -> str:
                                "per paper"], rows))
     rows = []
     for key, s in r["search"].items():
-        name, clients = key.split("/")
-        rows.append([name, clients, s["n"], s["p50_ms"], s["p99_ms"], s["qps"]])
-    out.append("\n" + markdown_table(["engine", "clients", "searches", "p50 ms", "p99 ms", "queries/s"], rows))
+        name, clients, *snip = key.split("/")
+        rows.append([name, clients, "yes" if snip else "no", s["n"], s["p50_ms"], s["p99_ms"], s["qps"], s["errors"]])
+    out.append("\n" + markdown_table(["engine", "clients", "snippets", "searches", "p50 ms", "p99 ms", "queries/s",
+                                      "errors"], rows))
     p = r["parity"]
     out.append(f"\nParity over the {p['queries']} benchmark queries: mean top-10 overlap {p['mean_top10_overlap']}.\n")
     return "\n".join(out)
