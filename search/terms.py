@@ -7,15 +7,20 @@ the file changes) for lookups and the DAG, and the term index (``search.engines.
 
 from __future__ import annotations
 
+import math
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import regex
 from pydantic import BaseModel, Field
 
-from search.engines.embedded_terms import ID_QUERY_RE, TermIndex, analyze
+from search import analysis
+from search.engines.embedded import stem
+from search.engines.embedded_terms import ID_QUERY_RE, TermIndex
 from search.errors import InvalidRequest, NotFound
 from search.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.models import Term, TermHit
@@ -24,8 +29,6 @@ from search.ontology import GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, ca
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
 MAX_QUERY_CHARS = 1000
-#: candidates fetched from the engine and re-ranked by label similarity
-RERANK_POOL = 30
 FLYAOC_NOT_FOUND = "Term not found in ontology"
 FLYAOC_BAD_PREFIX = "Unknown ontology prefix. Use GO:, FBbt:, or FBdv:"
 
@@ -95,6 +98,7 @@ class TermService:
         self.data_dir = Path(data_dir)
         self.index: TermSearcher = index or TermIndex(self.data_dir)
         self._onts: dict[str, tuple[int, Ontology]] = {}
+        self._lex: dict[str, tuple[Ontology, Lexicon]] = {}
         self._lock = threading.Lock()
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
@@ -179,10 +183,42 @@ class TermService:
         aspect = self._check_aspect(aspect)
         limit = self._check_limit(limit)
         hid = self.hidden(ont.name, hidden, hidden_descendants)
-        hits = self.index.search(ont.name, query, aspect=aspect, limit=max(limit, RERANK_POOL), exclude_ids=hid.ids,
-                                 include_obsolete=include_obsolete)
-        hits = hits if ID_QUERY_RE.fullmatch(query) else rerank(ont, query, hits)[:limit]
+        def engine(q: str, pool: int) -> list[TermHit]:
+            return self.index.search(ont.name, q, aspect=aspect, limit=max(limit, pool), exclude_ids=hid.ids,
+                                     include_obsolete=include_obsolete)
+
+        if ID_QUERY_RE.fullmatch(query):
+            hits = engine(query, limit)
+        else:
+            hits = self._ranked(ont, query, engine)[:limit]
         return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
+
+    def lexicon(self, ont: Ontology) -> Lexicon:
+        """The re-ranker's lexicon of ``ont`` (learned once per loaded ontology: about a second for GO)."""
+        cached = self._lex.get(ont.name)
+        if cached is None or cached[0] is not ont:
+            with self._lock:
+                cached = self._lex.get(ont.name)
+                if cached is None or cached[0] is not ont:
+                    cached = (ont, Lexicon(ont))
+                    self._lex[ont.name] = cached
+        return cached[1]
+
+    def _ranked(self, ont: Ontology, query: str, engine: Callable[[str, int], list[TermHit]]) -> list[TermHit]:
+        """Engine candidates for the query and its best rewrites, re-ranked (:func:`rerank`)."""
+        lex = self.lexicon(ont)
+        canon = canonical_label(query)
+        rewrites = [" ".join(r) for r in lex.rewrites(words(canon))]
+        hits: dict[str, TermHit] = {}
+        scores: dict[str, float] = {}
+        for k, q in enumerate([query, *rewrites[:ENGINE_REWRITES]]):
+            found = engine(q, RERANK_POOL if k == 0 else REWRITE_POOL)
+            top = found[0].score if found and found[0].score > 0 else 1.0
+            for h in found:
+                hits.setdefault(h.id, h)
+                scores[h.id] = max(scores.get(h.id, 0.0), h.score / top)
+        variants = [(query, 1.0), (canon, 1.0), *((r, REWRITE_DISCOUNT) for r in rewrites)]
+        return rerank(ont, lex, variants, list(hits.values()), scores)
 
     @staticmethod
     def _check_query(query: str) -> str:
@@ -318,33 +354,184 @@ class TermService:
                              score=h.score) for h in res.hits]
 
 
-def _label_tokens(text: str) -> frozenset[str]:
-    return frozenset(analyze("word", canonical_label(text)))
+# ---- ranking ---------------------------------------------------------------------------------------------------------
+#
+# Engines find candidates with BM25; the service re-ranks them the same way for every engine, with what it learns
+# from the ontology as served (so a benchmark that holds synonyms out of the index also holds them out of here):
+#
+# * IDF weights of word-view stems over the terms' labels (names and synonyms);
+# * rewrite rules learned from the ontology's own name/synonym pairs: where a synonym and its term's name differ in
+#   one stretch of words ("IL-21 production" / "interleukin-21 production", "T lymphocyte" / "T cell", "formation" /
+#   "biosynthetic process", "localisation in" / "localization to"), that stretch is a rule, counted;
+# * for each candidate, the best label (name or synonym) against the query or one of its rewrites by IDF-weighted
+#   Dice over stems, with a penalty when the regulation frame differs, plus how much of the query its definition
+#   covers and the engine's own (normalised) score.
+
+#: engine candidates for the query as given, and for each rewrite of it
+RERANK_POOL = 60
+REWRITE_POOL = 20
+#: engine searches for rewrites (the best rewrites; the re-ranker compares against more of them)
+ENGINE_REWRITES = 2
+#: rewrites the re-ranker compares candidates' labels against
+MAX_REWRITES = 6
+#: a rule must have been seen this often, and be this share of its left side's uses
+RULE_MIN_COUNT = 2
+RULE_MIN_SHARE = 0.15
+#: words in more than this share of terms' labels ("of", "to", "cell") are not a rule's whole left side
+RULE_STOP_DF = 0.04
+#: score = label similarity × discounts + W_DEF · definition coverage + W_ENGINE · engine score / top engine score
+W_DEF = 0.15
+W_ENGINE = 0.15
+REWRITE_DISCOUNT = 0.95
+SYNONYM_DISCOUNT = 0.97
+FRAME_PENALTY = 0.6
+
+#: Greek letters as GO and FBbt spell them in names
+GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ζ": "zeta", "η": "eta",
+         "θ": "theta", "ι": "iota", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu", "ξ": "xi", "ο": "omicron",
+         "π": "pi", "ρ": "rho", "σ": "sigma", "τ": "tau", "υ": "upsilon", "φ": "phi", "χ": "chi", "ψ": "psi",
+         "ω": "omega"}
+_word_re = regex.compile(analysis.WORD_PATTERN)
+#: stems that make the regulation frame of a GO label: "regulation of X" ≠ "positive regulation of X" ≠ X
+FRAME = ("regul", "posit", "negat")
 
 
-#: word-view tokens of regulation direction: a label whose direction differs from the query's is a different term
-POLARITY = frozenset({"posit", "negat"})
+def words(text: str) -> list[str]:
+    """Lower-cased word-view words (unstemmed), Greek letters spelled out."""
+    out = []
+    for m in _word_re.finditer(text.lower()):
+        w = m.group(0)
+        out.append(GREEK.get(w, w))
+    return out
 
 
-def _label_score(want: frozenset[str], got: frozenset[str]) -> float:
-    dice = 2 * len(want & got) / ((len(want) + len(got)) or 1)
-    return dice * (0.8 if (want & POLARITY) != (got & POLARITY) else 1.0)
+def stems(ws: Iterable[str]) -> frozenset[str]:
+    return frozenset(filter(None, (stem(w) for w in ws)))
 
 
-def rerank(ont: Ontology, query: str, hits: list[TermHit]) -> list[TermHit]:
-    """Re-rank an engine's candidates by how well their best label (name or synonym) and the query cover each
-    other (Dice over word-view tokens, both sides in GO's naming conventions, × 0.8 when the regulation direction
-    differs), blended with the engine score: ``score = 0.7 · label score + 0.3 · score / top score``. Engine-neutral, so both engines rank alike."""
-    if not hits:
+def _frame(tokens: frozenset[str]) -> tuple[bool, ...]:
+    return tuple(f in tokens for f in FRAME)
+
+
+def _segment_diff(a: list[str], b: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The stretches in which word lists ``a`` and ``b`` differ, after their common (stem-equal) head and tail."""
+    sa, sb = [stem(w) for w in a], [stem(w) for w in b]
+    n = min(len(a), len(b))
+    p = 0
+    while p < n and sa[p] == sb[p]:
+        p += 1
+    q = 0
+    while q < n - p and sa[-1 - q] == sb[-1 - q]:
+        q += 1
+    return tuple(a[p:len(a) - q]), tuple(b[p:len(b) - q])
+
+
+class Lexicon:
+    """What the re-ranker learns from one ontology: label stems, IDF weights and rewrite rules."""
+
+    def __init__(self, ont: Ontology):
+        d = ont._d   # the columns: building Term models for every term would take seconds longer
+        self.index: dict[str, int] = ont._index
+        self.labels: list[list[frozenset[str]]] = []
+        self.defs: list[frozenset[str]] = []
+        df: Counter[str] = Counter()
+        pairs: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
+        for i, name in enumerate(d["names"]):
+            nw = words(canonical_label(name))
+            labels = [stems(nw)]
+            for text, _scope in d["synonyms"][i]:
+                sw = words(canonical_label(text))
+                labels.append(stems(sw))
+                lhs, rhs = _segment_diff(sw, nw)
+                if 1 <= len(lhs) <= 3 and 1 <= len(rhs) <= 4:
+                    pairs[lhs, rhs] += 1
+            self.labels.append(labels)
+            self.defs.append(stems(words(d["defs"][i] or "")))
+            df.update(frozenset().union(*labels))
+        n = max(1, len(d["names"]))
+        self.idf = {t: math.log(1 + n / c) for t, c in df.items()}
+        self.unknown_idf = math.log(1 + n)
+        uses: Counter[tuple[str, ...]] = Counter()
+        for (lhs, _), c in pairs.items():
+            uses[lhs] += c
+        stop = {t for t, c in df.items() if c > RULE_STOP_DF * n}
+        self.rules: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {}
+        for (lhs, rhs), c in sorted(pairs.items(), key=lambda kv: -kv[1]):
+            if c >= RULE_MIN_COUNT and c >= RULE_MIN_SHARE * uses[lhs] and not stems(lhs) <= stop:
+                self.rules.setdefault(lhs, []).append((rhs, c))
+        self.max_lhs = max((len(k) for k in self.rules), default=0)
+
+    def weight(self, tokens: Iterable[str]) -> float:
+        return sum(self.idf.get(t, self.unknown_idf) for t in tokens)
+
+    def rewrites(self, ws: list[str]) -> list[list[str]]:
+        """Rewrites of the word list ``ws`` by the rules: first every rule applied at once (longest left side
+        first, most frequent right side), then single substitutions, most frequent first."""
+        found = []   # (start, length, right sides)
+        i = 0
+        while i < len(ws):
+            for n in range(min(self.max_lhs, len(ws) - i), 0, -1):
+                rhs = self.rules.get(tuple(ws[i:i + n]))
+                if rhs:
+                    found.append((i, n, rhs))
+            i += 1
+        if not found:
+            return []
+        out: list[list[str]] = []
+        combined, end = [], 0
+        for i, n, rhs in sorted(found, key=lambda f: (f[0], -f[1])):
+            if i >= end:
+                combined += ws[end:i] + list(rhs[0][0])
+                end = i + n
+        out.append(combined + ws[end:])
+        singles = sorted(((c, i, n, r) for i, n, rhs in found for r, c in rhs[:2]), key=lambda x: -x[0])
+        for _c, i, n, r in singles:
+            out.append(ws[:i] + list(r) + ws[i + n:])
+        return list({tuple(o): o for o in out if o != ws}.values())[:MAX_REWRITES]
+
+
+def _wdice(lex: Lexicon, want: frozenset[str], w_want: float, got: frozenset[str]) -> float:
+    shared = lex.weight(want & got)
+    return 2 * shared / ((w_want + lex.weight(got)) or 1.0)
+
+
+def rerank(ont: Ontology, lex: Lexicon, variants: list[tuple[str, float]], hits: list[TermHit],
+           engine: dict[str, float]) -> list[TermHit]:
+    """Re-rank candidates: ``score = best label similarity + W_DEF · definition coverage + W_ENGINE · engine``.
+
+    ``variants`` are the query's forms with their discounts (the query as given 1.0, rewrites less); a label's
+    similarity to a form is their IDF-weighted Dice over stems, × ``FRAME_PENALTY`` when the regulation frame
+    differs, × ``SYNONYM_DISCOUNT`` for synonyms (names first). ``engine`` holds each hit's engine score over
+    the top engine score of its search. Engine-neutral: both engines rank alike."""
+    forms = []
+    for text, discount in variants:
+        toks = stems(words(text))
+        if toks:
+            forms.append((toks, lex.weight(toks), _frame(toks), discount, text))
+    if not forms or not hits:
         return hits
-    want = _label_tokens(query)
-    top = hits[0].score or 1.0
     out = []
     for h in hits:
-        term = ont.get(h.id)
-        labels = [term.name, *(s.text for s in term.synonyms)] if term else [h.name]
-        best, label = max((_label_score(want, _label_tokens(lab)), lab) for lab in labels)
-        out.append(h.model_copy(update={"score": round(0.7 * best + 0.3 * h.score / top, 4),
-                                        "matched_synonym": None if label == h.name else label}))
+        i = lex.index.get(h.id)
+        if i is None:
+            out.append(h.model_copy(update={"score": round(W_ENGINE * engine.get(h.id, 0.0), 4)}))
+            continue
+        labels = lex.labels[i]
+        best, best_k = 0.0, 0
+        for k, lab in enumerate(labels):
+            if not lab:
+                continue
+            frame = _frame(lab)
+            for toks, w, fr, discount, _ in forms:
+                s = _wdice(lex, toks, w, lab) * discount * (FRAME_PENALTY if fr != frame else 1.0)
+                if k:
+                    s *= SYNONYM_DISCOUNT
+                if s > best:
+                    best, best_k = s, k
+        cover = max(lex.weight(toks & lex.defs[i]) / (w or 1.0) for toks, w, *_ in forms)
+        score = best + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
+        term_syns = ont._d["synonyms"][i]
+        matched = term_syns[best_k - 1][0] if best_k else None
+        out.append(h.model_copy(update={"score": round(score, 4), "matched_synonym": matched}))
     out.sort(key=lambda h: -h.score)
     return out
