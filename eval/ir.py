@@ -211,11 +211,20 @@ def evaluate_collection(client: Any, directory: str | Path, modes: Iterable[str]
     fail (e.g. dense on a service without a dense index) are recorded with their error."""
     coll = load_beir(directory)
     collection = service_collection_name(coll.name)
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    errors: dict[str, str] = {}
+    modes = list(modes)
     if reindex:
         log(f"indexing {len(coll.docs)} documents into {collection}")
         index_collection(client, coll, collection)
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    errors: dict[str, str] = {}
+        if set(modes) & {"dense", "hybrid"}:
+            log(f"building the dense index of {collection}")
+            try:
+                client.build_dense(collection)
+            except Exception as e:  # e.g. the service lacks the dense extra: the dense runs record why
+                for mode in [m for m in modes if m != "bm25"]:
+                    errors[f"flysift-{mode}"] = f"dense index build failed: {type(e).__name__}: {e}"
+                modes = [m for m in modes if m == "bm25"]
     for mode in modes:
         log(f"querying {len(coll.judged_queries)} topics, mode {mode}")
         try:

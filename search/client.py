@@ -25,6 +25,7 @@ from search.sessions import BudgetPolicy, Coverage, HiddenSpec, Session, Submiss
 from search.validation import ValidationReport
 
 DEFAULT_TIMEOUT = 30.0
+DENSE_BUILD_TIMEOUT = 1800.0
 SESSION_HEADER = "X-Session-Id"
 
 
@@ -123,6 +124,7 @@ class _Request:
     parse: Callable[[Any], Any] = lambda body: body
     params: dict[str, Any] | None = None
     json: Any = None
+    timeout: float | None = None  # None: the client's default
 
 
 def _model(cls: type[BaseModel]) -> Callable[[Any], Any]:
@@ -185,8 +187,10 @@ class _Endpoints:
     # ---- papers and passages ----------------------------------------------------------------------------------
     @staticmethod
     def _search_body(query: str, limit: int, offset: int, filters: Filters | dict | None, snippets: bool | None,
-                     collection: str, gene: str | None) -> dict[str, Any]:
+                     collection: str, gene: str | None, mode: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query, "limit": limit, "offset": offset, "collection": collection}
+        if mode is not None:
+            body["mode"] = mode
         if filters is not None:
             body["filters"] = _dump(filters)
         if snippets is not None:
@@ -196,18 +200,21 @@ class _Endpoints:
         return body
 
     def search_papers(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
-                      snippets: bool | None = None, collection: str = "default",
-                      gene: str | None = None) -> PaperSearchResults:
-        """Papers, best first (BM25; gene symbols are case-sensitive). Searching never spends budget."""
+                      snippets: bool | None = None, collection: str = "default", gene: str | None = None,
+                      mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PaperSearchResults:
+        """Papers, best first (BM25 by default; gene symbols are case-sensitive; ``mode`` dense or hybrid needs the
+        collection's dense index). Searching never spends budget."""
         return self._send(_Request("POST", "/v1/papers/search", _model(PaperSearchResults),
-                                   json=self._search_body(query, limit, offset, filters, snippets, collection, gene)))
+                                   json=self._search_body(query, limit, offset, filters, snippets, collection, gene,
+                                                          mode)))
 
     def search_passages(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
-                        snippets: bool | None = None, collection: str = "default",
-                        gene: str | None = None) -> PassageSearchResults:
+                        snippets: bool | None = None, collection: str = "default", gene: str | None = None,
+                        mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PassageSearchResults:
         """Evidence passages (paragraphs with stable ids and character offsets), best first."""
         return self._send(_Request("POST", "/v1/passages/search", _model(PassageSearchResults),
-                                   json=self._search_body(query, limit, offset, filters, snippets, collection, gene)))
+                                   json=self._search_body(query, limit, offset, filters, snippets, collection, gene,
+                                                          mode)))
 
     def get_paper(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
                   cursor: str | None = None, collection: str = "default") -> PaperText:
@@ -230,6 +237,13 @@ class _Endpoints:
         """Make the build the one searches of ``collection`` see."""
         return self._send(_Request("POST", f"/v1/collections/{collection}/builds/{build_id}/publish",
                                    _model(IndexSummary)))
+
+    def build_dense(self, collection: str, batch_size: int | None = None,
+                    timeout: float = DENSE_BUILD_TIMEOUT) -> dict[str, Any]:
+        """Embed the published passages of a (small) collection into its dense index; returns its meta. Runs
+        synchronously on the server, hence the long ``timeout``."""
+        return self._send(_Request("POST", f"/v1/collections/{collection}/dense",
+                                   params=_params(batch_size=batch_size), timeout=timeout))
 
     # ---- sessions ---------------------------------------------------------------------------------------------
     def create_session(self, gene: str, team: str | None = None, max_papers: int | None = None,
@@ -369,8 +383,8 @@ class Client(_Endpoints):
     def _send(self, req: _Request) -> Any:
         headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
         try:
-            resp = self._http.request(req.method, req.path, params=req.params, json=req.json,
-                                      headers=headers)
+            resp = self._http.request(req.method, req.path, params=req.params, json=req.json, headers=headers,
+                                      timeout=req.timeout if req.timeout is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.TransportError as exc:
             raise _transport_error(self.base_url, exc) from exc
         return _result(req, resp)
@@ -410,8 +424,8 @@ class AsyncClient(_Endpoints):
     async def _send(self, req: _Request) -> Any:
         headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
         try:
-            resp = await self._http.request(req.method, req.path, params=req.params, json=req.json,
-                                            headers=headers)
+            resp = await self._http.request(req.method, req.path, params=req.params, json=req.json, headers=headers,
+                                            timeout=req.timeout if req.timeout is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.TransportError as exc:
             raise _transport_error(self.base_url, exc) from exc
         return _result(req, resp)

@@ -8,25 +8,35 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Iterable
+from typing import Literal
 
 import regex
 
 from search.config import Settings
+from search.dense import DenseIndex, DenseUnavailable
 from search.engines import Engine, open_engine
 from search.errors import InvalidRequest, LimitExceeded, NotFound
-from search.models import ABSTRACT, SECTION_TYPES, Paper, PaperSearchResults, PaperText, PassageSearchResults, Section
+from search.fusion import rrf
+from search.models import (ABSTRACT, SECTION_TYPES, Paper, PaperHit, PaperSearchResults, PaperText, PassageHit,
+                           PassageSearchResults, Section)
+from search.passages import split_passages
 from search.planner import describe, gene_in_title, plan
 from search.query import EngineQuery, Filters
 
 COLLECTION_NAME = regex.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
 VALID_SECTIONS = (ABSTRACT, *SECTION_TYPES)
+Mode = Literal["bm25", "dense", "hybrid"]
+#: how deep each list goes before fusion (or the page end, if deeper): RRF needs more than the page to agree on
+FUSION_DEPTH = 100
 
 
 class SearchService:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._engines: dict[str, Engine] = {}
+        self._dense: dict[str, DenseIndex] = {}
         self._lock = threading.Lock()
 
     def engine(self, collection: str = "default") -> Engine:
@@ -37,6 +47,17 @@ class SearchService:
             if collection not in self._engines:
                 self._engines[collection] = open_engine(self.settings, collection=collection)
             return self._engines[collection]
+
+    def dense(self, collection: str = "default") -> DenseIndex:
+        """The collection's dense index (loaded lazily; raises ``DenseUnavailable`` on search when not built)."""
+        self.engine(collection)  # validates the name
+        if self.settings.engine_kind != "embedded":
+            raise DenseUnavailable("Dense and hybrid search need the embedded engine: the dense index lives beside "
+                                   "its builds.", details={"engine": self.settings.engine_kind})
+        with self._lock:
+            if collection not in self._dense:
+                self._dense[collection] = DenseIndex(self.settings.data_dir, collection)
+            return self._dense[collection]
 
     # ---- limits -----------------------------------------------------------------------------------------------
     def check_page(self, limit: int, offset: int) -> None:
@@ -77,22 +98,67 @@ class SearchService:
 
     def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
                       snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
-                      known_symbols: frozenset[str] = frozenset()) -> PaperSearchResults:
+                      known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25") -> PaperSearchResults:
+        """Papers by BM25, by their nearest passage (dense: cosine of the best passage) or by RRF of both (hybrid).
+        Dense ignores gene expansions: they act through the BM25 half of hybrid."""
         self.check_page(limit, offset)
         query = self.build_query(text, filters, expansions, known_symbols)
-        res = self.engine(collection).search_papers(query, limit=limit, offset=offset, snippets=snippets)
+        engine = self.engine(collection)
+        if mode == "bm25":
+            res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets)
+        else:
+            t0 = time.perf_counter()
+            depth = max(FUSION_DEPTH, offset + limit)
+            dense = self.dense(collection).search_papers(text, depth, query.filters)
+            bm25: dict[str, PaperHit] = {}
+            ranked = dense
+            if mode == "hybrid":
+                lexical = engine.search_papers(query, limit=depth, offset=0, snippets=snippets).hits
+                bm25 = {h.pmcid: h for h in lexical}
+                ranked = rrf([[h.pmcid for h in lexical], [p for p, _ in dense]])
+            hits = []
+            for pmcid, score in ranked[offset:offset + limit]:
+                hit = bm25.get(pmcid) or _paper_hit(engine.get_paper(pmcid))
+                if hit is not None:  # None only if the build changed under the dense index mid-request
+                    hits.append(hit.model_copy(update={"score": score}))
+            res = PaperSearchResults(total=len(ranked), offset=offset, limit=limit, hits=hits,
+                                     took_ms=(time.perf_counter() - t0) * 1000)
         for hit in res.hits:
             hit.gene_in_title = gene_in_title(text, hit.title)
-        res.query = describe(query)
+        res.query = describe(query) | {"mode": mode}
         return res
 
     def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
                         snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
-                        known_symbols: frozenset[str] = frozenset()) -> PassageSearchResults:
+                        known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25") -> PassageSearchResults:
+        """Passages by BM25, by embedding cosine (dense) or by RRF of both (hybrid); dense-only hits carry no
+        snippet and match no named clause."""
         self.check_page(limit, offset)
         query = self.build_query(text, filters, expansions, known_symbols)
-        res = self.engine(collection).search_passages(query, limit=limit, offset=offset, snippets=snippets)
-        res.query = describe(query)
+        engine = self.engine(collection)
+        if mode == "bm25":
+            res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets)
+        else:
+            t0 = time.perf_counter()
+            depth = max(FUSION_DEPTH, offset + limit)
+            dense = self.dense(collection).search(text, depth, query.filters)
+            pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
+            bm25: dict[str, PassageHit] = {}
+            ranked = [(pid, score) for pid, _, score in dense]
+            if mode == "hybrid":
+                lexical = engine.search_passages(query, limit=depth, offset=0, snippets=snippets).hits
+                bm25 = {h.passage_id: h for h in lexical}
+                ranked = rrf([[h.passage_id for h in lexical], [pid for pid, _, _ in dense]])
+            page = ranked[offset:offset + limit]
+            fetched = _passages_by_id(engine, {pmcid_of[pid] for pid, _ in page if pid not in bm25})
+            hits = []
+            for pid, score in page:
+                hit = bm25.get(pid) or fetched.get(pid)
+                if hit is not None:
+                    hits.append(hit.model_copy(update={"score": score}))
+            res = PassageSearchResults(total=len(ranked), offset=offset, limit=limit, hits=hits,
+                                       took_ms=(time.perf_counter() - t0) * 1000)
+        res.query = describe(query) | {"mode": mode}
         return res
 
     # ---- reading ----------------------------------------------------------------------------------------------
@@ -146,6 +212,25 @@ class SearchService:
         return PaperText(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
                          title=paper.title, abstract=abstract if want_abstract else None, sections=out_sections,
                          next_cursor=next_cursor, total_chars=total)
+
+
+def _paper_hit(paper: Paper | None) -> PaperHit | None:
+    if paper is None:
+        return None
+    return PaperHit(pmcid=paper.pmcid, title=paper.title, abstract=paper.abstract[:500], year=paper.year,
+                    journal=paper.journal, score=0.0)
+
+
+def _passages_by_id(engine: Engine, pmcids: Iterable[str]) -> dict[str, PassageHit]:
+    """Passage hits for dense-only results: the passages are re-derived from their papers (ids are stable)."""
+    out: dict[str, PassageHit] = {}
+    for pmcid in pmcids:
+        paper = engine.get_paper(pmcid)
+        for p in split_passages(paper) if paper else []:
+            out[p.id] = PassageHit(passage_id=p.id, pmcid=p.pmcid, section_type=p.section_type,
+                                   section_index=p.section_index, paragraph_index=p.paragraph_index, start=p.start,
+                                   end=p.end, text=p.text, score=0.0, year=p.year)
+    return out
 
 
 def _encode_cursor(part: int, char: int) -> str:

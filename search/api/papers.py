@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from search.api.deps import current_session, lexicon, require_admin, store
 from search.api.schemas import BuildPapers, SearchRequest
+from search.dense import build_dense
 from search.errors import NotFound
 from search.models import IndexStats, IndexSummary, PaperSearchResults, PaperText, PassageSearchResults
 from search.passages import split_passages
@@ -41,7 +42,7 @@ def search_papers(body: SearchRequest, request: Request,
                   session: Session | None = Depends(current_session)) -> PaperSearchResults:
     return _svc(request).search_papers(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
                                        snippets=bool(body.snippets), collection=body.collection,
-                                       expansions=_expansions(request, body, session))
+                                       expansions=_expansions(request, body, session), mode=body.mode)
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
@@ -49,7 +50,7 @@ def search_passages(body: SearchRequest, request: Request,
                     session: Session | None = Depends(current_session)) -> PassageSearchResults:
     return _svc(request).search_passages(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
                                          snippets=body.snippets is not False, collection=body.collection,
-                                         expansions=_expansions(request, body, session))
+                                         expansions=_expansions(request, body, session), mode=body.mode)
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
@@ -115,3 +116,17 @@ def publish_build(collection: str, build_id: str, request: Request) -> IndexSumm
     build.publish()
     del request.app.state.builds[(collection, build_id)]
     return IndexSummary(read=n, indexed=n, build=build_id)
+
+
+#: the synchronous API build is for small (IR test) collections; bigger ones use `flysift index dense`
+API_DENSE_MAX_PASSAGES = 50_000
+
+
+@router.post("/collections/{collection}/dense", dependencies=[Depends(require_admin)], tags=["indexing"])
+def create_dense(collection: str, request: Request, batch_size: int = 64) -> dict:
+    """Embed the published build's passages and write its dense index (synchronously: small collections only).
+    Returns the index's meta (model, dim, count, timings)."""
+    svc = _svc(request)
+    svc.dense(collection)  # validates the name and the engine kind
+    return build_dense(svc.settings.data_dir, collection, batch_size=batch_size,
+                       max_passages=API_DENSE_MAX_PASSAGES)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from search.models import Paper
@@ -18,6 +20,9 @@ class SearchRequest(BaseModel):
     snippets: bool | None = Field(None, description="Highlighted snippets (default: off for papers, on for passages)")
     collection: str = "default"
     gene: str | None = Field(None, description="Expand the query with this gene's names (FlyBase id or symbol), per the session's synonym policy")
+    mode: Literal["bm25", "dense", "hybrid"] = Field(
+        "bm25", description="bm25 (default); dense: passage embeddings (needs the collection's dense index, else 409 "
+                            "dense_unavailable); hybrid: reciprocal-rank fusion of both. Echoed as query.mode")
 
 
 class BuildPapers(BaseModel):
