@@ -292,13 +292,13 @@ def _snippet(field: str, highlight: dict[str, list[str]]) -> Snippet | None:
         frags = highlight.get(field + VIEW_SUBFIELD[view])
         if not frags:
             continue
-        text, spans, start = [], [], None
+        text: list[str] = []
+        spans, start = [], 0
         for ch in frags[0]:
-            n = sum(map(len, text))
             if ch == PRE:
-                start = n
+                start = len(text)
             elif ch == POST:
-                spans.append((start, n))
+                spans.append((start, len(text)))
             else:
                 text.append(ch)
         snip = Snippet(field=field, text="".join(text), highlights=spans)
@@ -323,8 +323,6 @@ class _Bulk:
         self.groups: list[tuple[str, list[tuple[str, str]]]] = []  # (pmcid, [(index, id)]) in buffer order
         self.size = 0
         self.failures: list[Reject] = []
-        self.sent_docs = 0
-        self.sent_bytes = 0
         self.retries = 0
 
     def add_group(self, pmcid: str, docs: list[tuple[str, str, dict[str, Any]]]) -> None:
@@ -378,8 +376,9 @@ class _Bulk:
             self.retries += 1
             time.sleep(min(self.backoff_s * 2 ** attempt, 30.0))
         self._reject_groups(items, errors)
-        self.sent_docs += len(items)
-        self.sent_bytes += self.size
+        self.discard()
+
+    def discard(self) -> None:
         self.lines, self.groups, self.size = [], [], 0
 
     def _reject_groups(self, items: list[tuple[int, int]], errors: dict[int, dict[str, Any]]) -> None:
@@ -473,12 +472,7 @@ class ClusterBuild:
 
     def abort(self) -> None:
         """Stop writing: buffered documents are dropped (they come again after the last commit on resume)."""
-        self._bulk.lines, self._bulk.groups, self._bulk.size = [], [], 0
-
-    @property
-    def sent(self) -> tuple[int, int]:
-        """Documents and bytes sent so far (for throughput measurements)."""
-        return self._bulk.sent_docs, self._bulk.sent_bytes
+        self._bulk.discard()
 
     @property
     def retries(self) -> int:
