@@ -39,9 +39,11 @@ if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   if healthy; then say "already running (pid $(cat "$pidfile"))"; echo "$url"; exit 0; fi
   say "pid $(cat "$pidfile") is alive but $url is not green; waiting"
 else
-  if curl -s --max-time 2 "$url" >/dev/null 2>&1; then
-    say "port $port is taken by another process; choose another port"; exit 1
-  fi
+  for p in "$port" $((port + 100)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      say "port $p is taken by another process (the node needs $port and $((port + 100))); choose another port"; exit 1
+    fi
+  done
   started=$(date +%s)
   say "starting OpenSearch on $url (heap $heap, home $home)"
   nohup "$java" -Xms512m -Xmx"$heap" -Djava.awt.headless=true \
