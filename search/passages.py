@@ -65,12 +65,12 @@ def split_paragraph(text: str, max_words: int = 300) -> list[tuple[int, int]]:
     start, end = len(text) - len(text.lstrip()), len(text.rstrip())
     if start >= end:
         return []
-    total = len(_WORD.findall(text))
+    total = len(text.split())
     if total <= max_words:
         return [(start, end)]
     units: list[tuple[int, int, int]] = []
     for a, b in sentence_spans(text):
-        n = len(_WORD.findall(text, a, b))
+        n = len(text[a:b].split())
         units.extend(_word_chunks(text, a, b, max_words) if n > 2 * max_words else [(a, b, n)])
     target = total / math.ceil(total / max_words)
     pieces: list[tuple[int, int]] = []
