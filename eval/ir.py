@@ -220,7 +220,9 @@ def evaluate_collection(client: Any, directory: str | Path, modes: Iterable[str]
         if set(modes) & {"dense", "hybrid"}:
             log(f"building the dense index of {collection}")
             try:
-                client.build_dense(collection)
+                meta = client.build_dense(collection)
+                log(f"dense index: {meta['count']} passages in {meta['seconds']} s "
+                    f"({meta['passages_per_s']} passages/s)")
             except Exception as e:  # e.g. the service lacks the dense extra: the dense runs record why
                 for mode in [m for m in modes if m != "bm25"]:
                     errors[f"flysift-{mode}"] = f"dense index build failed: {type(e).__name__}: {e}"

