@@ -5,6 +5,8 @@ Layout of ``<data_dir>/collections/<collection>/``::
     CURRENT                    {"build": "<id>"}: the published build; replaced atomically (write + rename)
     builds/<id>/papers/        paper-level tantivy index
     builds/<id>/passages/      passage-level tantivy index
+    builds/<id>/papers.db      full papers (SQLite, zlib-compressed JSON by pmcid): served by fetch, kept out of
+                               the paper index so that search loads only small stored fields
     builds/<id>/build.json     fingerprint, status (building|published), resume state
     write.lock                 held by the one process writing a build (tantivy allows one writer)
 
@@ -20,15 +22,18 @@ import fcntl
 import json
 import os
 import shutil
+import sqlite3
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import tantivy
+from pydantic import BaseModel
 
 from search import analysis
 from search.errors import FlysiftError, IndexMissing
@@ -87,7 +92,7 @@ def _paper_schema() -> tantivy.Schema:
     sb.add_text_field("section_types", stored=False, tokenizer_name="raw")
     for f in FIELD_BOOSTS:
         _add_views(sb, f)
-    sb.add_bytes_field("doc", stored=True, indexed=False)
+    sb.add_bytes_field("head", stored=True, indexed=False)  # PaperHead JSON
     return sb.build()
 
 
@@ -124,6 +129,23 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class PaperHead(BaseModel):
+    """What a paper hit shows, stored in the paper index."""
+
+    title: str
+    abstract: str
+    year: int | None = None
+    journal: str | None = None
+
+
+def _open_paper_db(path: Path, writable: bool) -> sqlite3.Connection:
+    if writable:
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE IF NOT EXISTS papers (pmcid TEXT PRIMARY KEY, doc BLOB NOT NULL)")
+        return db
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+
+
 def _dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -151,6 +173,7 @@ class EmbeddedBuild:
         self._papers = _open_index(self.path / "papers", "papers", create=True)
         self._passages = _open_index(self.path / "passages", "passages", create=True)
         self._pw = self._papers.writer(heap_size=WRITER_HEAP, num_threads=1)
+        self._db = _open_paper_db(self.path / "papers.db", writable=True)
         self._sw = self._passages.writer(heap_size=WRITER_HEAP, num_threads=1)
         _write_json_atomic(self.path / "build.json", self._meta)
 
@@ -170,7 +193,10 @@ class EmbeddedBuild:
     def add(self, paper: Paper, passages: list[Passage]) -> None:
         self._pw.delete_documents_by_term("pmcid", paper.pmcid)
         self._sw.delete_documents_by_term("pmcid", paper.pmcid)
-        doc = tantivy.Document(pmcid=paper.pmcid, doc=paper.model_dump_json(exclude_none=True).encode())
+        self._db.execute("INSERT OR REPLACE INTO papers VALUES (?, ?)",
+                         (paper.pmcid, zlib.compress(paper.model_dump_json(exclude_none=True).encode(), 3)))
+        head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
+        doc = tantivy.Document(pmcid=paper.pmcid, head=head.model_dump_json(exclude_none=True).encode())
         for field, text in (("title", paper.title), ("abstract", paper.abstract), ("body", paper.body_text())):
             doc.add_text(field + "_w", text)
             doc.add_text(field + "_s", text)
@@ -188,6 +214,7 @@ class EmbeddedBuild:
 
     def commit(self, state: dict[str, Any]) -> None:
         """Make everything added so far durable, together with the caller's resume state."""
+        self._db.commit()
         self._pw.commit()
         self._sw.commit()
         self.state = state
@@ -204,6 +231,7 @@ class EmbeddedBuild:
 
     def publish(self) -> None:
         """Swap ``CURRENT`` to this build, then drop builds older than the previous one."""
+        self._db.commit()
         self._pw.commit()
         self._sw.commit()
         self._pw.wait_merging_threads()
@@ -229,6 +257,7 @@ class EmbeddedBuild:
 
     def _release(self) -> None:
         self._pw = self._sw = None  # type: ignore[assignment]
+        self._db.close()
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
 
@@ -245,6 +274,13 @@ class _Reader:
         self.passage_schema = self.passages.schema
         self.paper_searcher = self.papers.searcher()
         self.passage_searcher = self.passages.searcher()
+        self._db = _open_paper_db(build_dir / "papers.db", writable=False)
+        self._db_lock = threading.Lock()
+
+    def paper(self, pmcid: str) -> Paper | None:
+        with self._db_lock:
+            row = self._db.execute("SELECT doc FROM papers WHERE pmcid = ?", (pmcid,)).fetchone()
+        return Paper.model_validate_json(zlib.decompress(row[0])) if row else None
 
 
 class EmbeddedEngine:
@@ -355,21 +391,34 @@ class EmbeddedEngine:
         r = self._read()
         q = self._compile(query, r.paper_schema, FIELD_BOOSTS, "section_types")
         res = r.paper_searcher.search(q, limit, count=True, offset=offset)
-        papers = [(score, Paper.model_validate_json(r.paper_searcher.doc(addr)["doc"][0])) for score, addr in res.hits]
-        matched = self._matched(r.paper_searcher, r.paper_schema, query, FIELD_BOOSTS, "pmcid", [p.pmcid for _, p in papers])
+        docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
+        papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
+        matched = self._matched(r.paper_searcher, r.paper_schema, query, FIELD_BOOSTS, "pmcid", [pmcid for _, pmcid, _ in papers])
         hl = Highlighter(query.clauses, stem) if snippets else None
+        best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
         hits = []
-        for score, p in papers:
+        for score, pmcid, p in papers:
             snips = []
             if hl:
-                for field, text in (("title", p.title), ("abstract", p.abstract), ("body", p.body_text())):
-                    s = hl.snippet(field, text)
-                    if s:
-                        snips.append(s)
-            hits.append(PaperHit(pmcid=p.pmcid, title=p.title, abstract=p.abstract[:500], year=p.year, journal=p.journal,
-                                 score=score, snippets=snips, matched=matched[p.pmcid]))
+                texts = [("title", p.title), ("abstract", p.abstract)]
+                if pmcid in best:
+                    texts.append((best[pmcid].id, best[pmcid].text))
+                snips = [s for field, text in texts if (s := hl.snippet(field, text))]
+            hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
+                                 score=score, snippets=snips, matched=matched[pmcid]))
         return PaperSearchResults(total=res.count, offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
+
+    def _best_passages(self, r: _Reader, query: EngineQuery, pmcids: list[str]) -> dict[str, Passage]:
+        """The best-scoring passage of each paper: body snippets come from it, not from a scan of the whole paper."""
+        best: dict[str, Passage] = {}
+        for pmcid in pmcids:
+            scoped = query.model_copy(update={"filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
+            hits = r.passage_searcher.search(self._compile(scoped, r.passage_schema, {"text": 1.0}, "section_type"),
+                                             1, count=False).hits
+            if hits:
+                best[pmcid] = Passage.model_validate_json(r.passage_searcher.doc(hits[0][1])["doc"][0])
+        return best
 
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                         snippets: bool = True) -> PassageSearchResults:
@@ -389,11 +438,7 @@ class EmbeddedEngine:
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
     def get_paper(self, pmcid: str) -> Paper | None:
-        r = self._read()
-        res = r.paper_searcher.search(tantivy.Query.term_query(r.paper_schema, "pmcid", pmcid), 1, count=False)
-        if not res.hits:
-            return None
-        return Paper.model_validate_json(r.paper_searcher.doc(res.hits[0][1])["doc"][0])
+        return self._read().paper(pmcid)
 
     def stats(self) -> IndexStats:
         terms = self._term_index().counts() if (self.data_dir / "terms").exists() else {}
