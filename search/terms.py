@@ -217,7 +217,9 @@ class TermService:
             for h in found:
                 hits.setdefault(h.id, h)
                 scores[h.id] = max(scores.get(h.id, 0.0), h.score / top)
-        variants = [(query, 1.0), (canon, 1.0), *((r, REWRITE_DISCOUNT) for r in rewrites)]
+        variants = [(canon, 1.0), *((r, REWRITE_DISCOUNT) for r in rewrites)]
+        if canon != query:
+            variants.append((query, RAW_DISCOUNT))
         return rerank(ont, lex, variants, list(hits.values()), scores)
 
     @staticmethod
@@ -379,12 +381,16 @@ RULE_MIN_COUNT = 2
 RULE_MIN_SHARE = 0.15
 #: words in more than this share of terms' labels ("of", "to", "cell") are not a rule's whole left side
 RULE_STOP_DF = 0.04
+#: the longest synonym (in words) that rewrites to its term's name inside a query
+PHRASE_MAX = 6
 #: score = label similarity × discounts + W_DEF · definition coverage + W_ENGINE · engine score / top engine score
-W_DEF = 0.15
-W_ENGINE = 0.15
+W_DEF = 0.05
+W_ENGINE = 0.05
 REWRITE_DISCOUNT = 0.95
-SYNONYM_DISCOUNT = 0.97
-FRAME_PENALTY = 0.6
+#: the query as given, when GO's naming conventions rewrote it ("activation of X" is "positive regulation of X")
+RAW_DISCOUNT = 0.85
+SYNONYM_DISCOUNT = 0.9
+FRAME_PENALTY = 0.4
 
 #: Greek letters as GO and FBbt spell them in names
 GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ζ": "zeta", "η": "eta",
@@ -413,8 +419,9 @@ def _frame(tokens: frozenset[str]) -> tuple[bool, ...]:
     return tuple(f in tokens for f in FRAME)
 
 
-def _segment_diff(a: list[str], b: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The stretches in which word lists ``a`` and ``b`` differ, after their common (stem-equal) head and tail."""
+def _segment_diff(a: list[str], b: list[str]) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """Where and in which stretches word lists ``a`` and ``b`` differ, after their common (stem-equal) head and
+    tail."""
     sa, sb = [stem(w) for w in a], [stem(w) for w in b]
     n = min(len(a), len(b))
     p = 0
@@ -423,7 +430,7 @@ def _segment_diff(a: list[str], b: list[str]) -> tuple[tuple[str, ...], tuple[st
     q = 0
     while q < n - p and sa[-1 - q] == sb[-1 - q]:
         q += 1
-    return tuple(a[p:len(a) - q]), tuple(b[p:len(b) - q])
+    return p, tuple(a[p:len(a) - q]), tuple(b[p:len(b) - q])
 
 
 class Lexicon:
@@ -433,6 +440,7 @@ class Lexicon:
         d = ont._d   # the columns: building Term models for every term would take seconds longer
         self.index: dict[str, int] = ont._index
         self.labels: list[list[frozenset[str]]] = []
+        self.label_weights: list[list[float]] = []
         self.defs: list[frozenset[str]] = []
         df: Counter[str] = Counter()
         pairs: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
@@ -442,23 +450,41 @@ class Lexicon:
             for text, _scope in d["synonyms"][i]:
                 sw = words(canonical_label(text))
                 labels.append(stems(sw))
-                lhs, rhs = _segment_diff(sw, nw)
+                p, lhs, rhs = _segment_diff(sw, nw)
                 if 1 <= len(lhs) <= 3 and 1 <= len(rhs) <= 4:
                     pairs[lhs, rhs] += 1
+                    if p:   # with the word before, for rules whose left side alone is too common ("to")
+                        pairs[(sw[p - 1], *lhs), (sw[p - 1], *rhs)] += 1
             self.labels.append(labels)
+            self.label_weights.append([0.0] * len(labels))
             self.defs.append(stems(words(d["defs"][i] or "")))
             df.update(frozenset().union(*labels))
         n = max(1, len(d["names"]))
         self.idf = {t: math.log(1 + n / c) for t, c in df.items()}
         self.unknown_idf = math.log(1 + n)
+        for labels, weights in zip(self.labels, self.label_weights):
+            for k, lab in enumerate(labels):
+                weights[k] = self.weight(lab)
         uses: Counter[tuple[str, ...]] = Counter()
         for (lhs, _), c in pairs.items():
             uses[lhs] += c
         stop = {t for t, c in df.items() if c > RULE_STOP_DF * n}
         self.rules: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {}
         for (lhs, rhs), c in sorted(pairs.items(), key=lambda kv: -kv[1]):
-            if c >= RULE_MIN_COUNT and c >= RULE_MIN_SHARE * uses[lhs] and not stems(lhs) <= stop:
+            if c >= RULE_MIN_COUNT and c >= RULE_MIN_SHARE * uses[lhs] and not stems(lhs) <= stop | {""}:
                 self.rules.setdefault(lhs, []).append((rhs, c))
+        # every multi-word synonym, and every synonym of one rare word, names its term inside longer labels:
+        # "Rad50 complex assembly" is "Mre11 complex assembly" because "Rad50 complex" is a synonym of "Mre11 complex"
+        rare = RULE_STOP_DF * n / 10
+        for i, name in enumerate(d["names"]):
+            nw = words(name)
+            for text, _scope in d["synonyms"][i]:
+                sw = tuple(words(text))
+                if 1 <= len(sw) <= PHRASE_MAX and (len(sw) > 1 or df.get(stem(sw[0]), 0) <= rare) and \
+                        stems(sw) != stems(nw):
+                    known = self.rules.setdefault(sw, [])
+                    if len(known) < 2 and all(r != tuple(nw) for r, _ in known):
+                        known.append((tuple(nw), 0))   # count 0: a synonym phrase, not a learned rule
         self.max_lhs = max((len(k) for k in self.rules), default=0)
 
     def weight(self, tokens: Iterable[str]) -> float:
@@ -472,6 +498,8 @@ class Lexicon:
         while i < len(ws):
             for n in range(min(self.max_lhs, len(ws) - i), 0, -1):
                 rhs = self.rules.get(tuple(ws[i:i + n]))
+                if rhs and n == len(ws):   # the whole query is a synonym: the engine matches it as such
+                    rhs = [r for r in rhs if r[1]]
                 if rhs:
                     found.append((i, n, rhs))
             i += 1
@@ -484,15 +512,12 @@ class Lexicon:
                 combined += ws[end:i] + list(rhs[0][0])
                 end = i + n
         out.append(combined + ws[end:])
-        singles = sorted(((c, i, n, r) for i, n, rhs in found for r, c in rhs[:2]), key=lambda x: -x[0])
-        for _c, i, n, r in singles:
+        singles = sorted(((n, c, i, r) for i, n, rhs in found for r, c in rhs[:2]), key=lambda x: (-x[1], -x[0]))
+        for n, _c, i, r in singles:
             out.append(ws[:i] + list(r) + ws[i + n:])
         return list({tuple(o): o for o in out if o != ws}.values())[:MAX_REWRITES]
 
 
-def _wdice(lex: Lexicon, want: frozenset[str], w_want: float, got: frozenset[str]) -> float:
-    shared = lex.weight(want & got)
-    return 2 * shared / ((w_want + lex.weight(got)) or 1.0)
 
 
 def rerank(ont: Ontology, lex: Lexicon, variants: list[tuple[str, float]], hits: list[TermHit],
@@ -516,14 +541,16 @@ def rerank(ont: Ontology, lex: Lexicon, variants: list[tuple[str, float]], hits:
         if i is None:
             out.append(h.model_copy(update={"score": round(W_ENGINE * engine.get(h.id, 0.0), 4)}))
             continue
-        labels = lex.labels[i]
+        labels, weights = lex.labels[i], lex.label_weights[i]
         best, best_k = 0.0, 0
         for k, lab in enumerate(labels):
             if not lab:
                 continue
             frame = _frame(lab)
             for toks, w, fr, discount, _ in forms:
-                s = _wdice(lex, toks, w, lab) * discount * (FRAME_PENALTY if fr != frame else 1.0)
+                s = 2 * lex.weight(toks & lab) / (w + weights[k]) * discount
+                if fr != frame:
+                    s *= FRAME_PENALTY
                 if k:
                     s *= SYNONYM_DISCOUNT
                 if s > best:
