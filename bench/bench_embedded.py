@@ -39,6 +39,8 @@ from bench.common import (ChildRun, dir_bytes, flysift_command, fmt_bytes, free_
 
 K = 16
 FLYAOC_SECTIONS = ("INTRO", "RESULTS", "DISCUSS", "CONCL")
+#: queries shown one by one in the report: case collisions, brackets, a one-letter symbol, an ordinary word
+HARD_CASES = ("dl", "Dl", "N", "Su(H)", "E(spl)m8-HLH", "l(2)gl", "α-Cat", "alpha-Cat", "arm", "en")
 
 
 # ---------------------------------------------------------------------------------------------------------- queries
@@ -70,11 +72,12 @@ def quality(queries: list[dict], hits: list[list[str]]) -> dict[str, dict[str, f
     seen: dict[tuple[str, str], tuple[str, float]] = {}
     for q, h in zip(queries, hits):
         seen[q["query"], q["gene"]] = (q["kind"], recall_at_k(h, q["relevant"]))
-    out: dict[str, dict[str, float]] = {}
+    out: dict = {}
     for kind in ("symbol", "fullname", "synonym", "all"):
         vals = [r for k, r in seen.values() if kind in ("all", k)]
         if vals:
             out[kind] = {"queries": len(vals), "recall@16": round(sum(vals) / len(vals), 4)}
+    out["per_query"] = {f"{text} ({gene})": round(r, 4) for (text, gene), (_, r) in seen.items()}
     return out
 
 
@@ -254,6 +257,11 @@ def report(r: dict) -> str:
             o = bm["quality"].get(kind) if bm else None
             rows.append([f"recall@16, {kind} queries ({f['queries']})", f"{f['recall@16']:.3f}",
                          f"{o['recall@16']:.3f}" if o else "–", "flysift > rank_bm25 (symbol)" if kind == "symbol" else ""])
+    if bm:
+        fq, oq = fs["quality"]["per_query"], bm["quality"]["per_query"]
+        for name in HARD_CASES:
+            for q in (q for q in fq if q.startswith(name + " (")):
+                rows.append([f"recall@16, `{name}`", f"{fq[q]:.3f}", f"{oq[q]:.3f}", ""])
     table = markdown_table(["measure", "flysift embedded", "rank_bm25 (FlyAOC)", "target"], rows)
     c = r["corpus"]["summary"]
     head = (f"Corpus: {c['papers']:,} papers, {c['words']:,} words ({fmt_bytes(c['bytes'])} JSONL), seed {c['seed']}; "
