@@ -98,7 +98,7 @@ class TermService:
         self.data_dir = Path(data_dir)
         self.index: TermSearcher = index or TermIndex(self.data_dir)
         self._onts: dict[str, tuple[int, Ontology]] = {}
-        self._lex: dict[str, tuple[Ontology, Lexicon]] = {}
+        self._lex: dict[str, tuple[Ontology, RerankModel]] = {}
         self._lock = threading.Lock()
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
@@ -193,20 +193,20 @@ class TermService:
             hits = self._ranked(ont, query, engine)[:limit]
         return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
 
-    def lexicon(self, ont: Ontology) -> Lexicon:
-        """The re-ranker's lexicon of ``ont`` (learned once per loaded ontology: about a second for GO)."""
+    def rerank_model(self, ont: Ontology) -> RerankModel:
+        """The re-ranker's model of ``ont`` (learned once per loaded ontology: about a second for GO)."""
         cached = self._lex.get(ont.name)
         if cached is None or cached[0] is not ont:
             with self._lock:
                 cached = self._lex.get(ont.name)
                 if cached is None or cached[0] is not ont:
-                    cached = (ont, Lexicon(ont))
+                    cached = (ont, RerankModel(ont))
                     self._lex[ont.name] = cached
         return cached[1]
 
     def _ranked(self, ont: Ontology, query: str, engine: Callable[[str, int], list[TermHit]]) -> list[TermHit]:
         """Engine candidates for the query and its best rewrites, re-ranked (:func:`rerank`)."""
-        lex = self.lexicon(ont)
+        lex = self.rerank_model(ont)
         canon = canonical_label(query)
         rewrites = [" ".join(r) for r in lex.rewrites(words(canon))]
         hits: dict[str, TermHit] = {}
@@ -379,8 +379,10 @@ MAX_REWRITES = 6
 #: a rule must have been seen this often, and be this share of its left side's uses
 RULE_MIN_COUNT = 2
 RULE_MIN_SHARE = 0.15
-#: words in more than this share of terms' labels ("of", "to", "cell") are not a rule's whole left side
+#: words in more than this share of terms' labels (and at least RULE_STOP_MIN: "of", "to", "cell") are not a
+#: rule's whole left side
 RULE_STOP_DF = 0.04
+RULE_STOP_MIN = 20
 #: the longest synonym (in words) that rewrites to its term's name inside a query
 PHRASE_MAX = 6
 #: score = label similarity × discounts + W_DEF · definition coverage + W_ENGINE · engine score / top engine score
@@ -433,7 +435,7 @@ def _segment_diff(a: list[str], b: list[str]) -> tuple[int, tuple[str, ...], tup
     return p, tuple(a[p:len(a) - q]), tuple(b[p:len(b) - q])
 
 
-class Lexicon:
+class RerankModel:
     """What the re-ranker learns from one ontology: label stems, IDF weights and rewrite rules."""
 
     def __init__(self, ont: Ontology):
@@ -468,7 +470,7 @@ class Lexicon:
         uses: Counter[tuple[str, ...]] = Counter()
         for (lhs, _), c in pairs.items():
             uses[lhs] += c
-        stop = {t for t, c in df.items() if c > RULE_STOP_DF * n}
+        stop = {t for t, c in df.items() if c > max(RULE_STOP_DF * n, RULE_STOP_MIN)}
         self.rules: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {}
         for (lhs, rhs), c in sorted(pairs.items(), key=lambda kv: -kv[1]):
             if c >= RULE_MIN_COUNT and c >= RULE_MIN_SHARE * uses[lhs] and not stems(lhs) <= stop | {""}:
@@ -520,7 +522,7 @@ class Lexicon:
 
 
 
-def rerank(ont: Ontology, lex: Lexicon, variants: list[tuple[str, float]], hits: list[TermHit],
+def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], hits: list[TermHit],
            engine: dict[str, float]) -> list[TermHit]:
     """Re-rank candidates: ``score = best label similarity + W_DEF · definition coverage + W_ENGINE · engine``.
 
@@ -542,19 +544,17 @@ def rerank(ont: Ontology, lex: Lexicon, variants: list[tuple[str, float]], hits:
             out.append(h.model_copy(update={"score": round(W_ENGINE * engine.get(h.id, 0.0), 4)}))
             continue
         labels, weights = lex.labels[i], lex.label_weights[i]
-        best, best_k = 0.0, 0
+        best, direct, best_k = 0.0, 0.0, 0
         for k, lab in enumerate(labels):
             if not lab:
                 continue
             frame = _frame(lab)
             for toks, w, fr, discount, _ in forms:
-                s = 2 * lex.weight(toks & lab) / (w + weights[k]) * discount
-                if fr != frame:
-                    s *= FRAME_PENALTY
-                if k:
-                    s *= SYNONYM_DISCOUNT
-                if s > best:
-                    best, best_k = s, k
+                s = 2 * lex.weight(toks & lab) / (w + weights[k])
+                if discount == 1.0 and s > direct:   # the label reported: best against the query itself
+                    direct, best_k = s, k
+                s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * (SYNONYM_DISCOUNT if k else 1.0)
+                best = max(best, s)
         cover = max(lex.weight(toks & lex.defs[i]) / (w or 1.0) for toks, w, *_ in forms)
         score = best + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
         term_syns = ont._d["synonyms"][i]

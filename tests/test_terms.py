@@ -208,3 +208,30 @@ def test_cli_index_and_terms(tmp_path, monkeypatch):
     r = runner.invoke(ontology, [str(FIX / "malformed.obo"), "--name", "go", "--data-dir", str(tmp_path / "d")])
     assert isinstance(r.exception, InputError) and "line 12" in str(r.exception)
     assert runner.invoke(ontology, [str(FIX / "mini.obo"), "--name", "Bad Name"]).exit_code == 2
+
+
+def _held_out_service(tmp_path: Path, terms: list[Term]) -> TermService:
+    svc = TermService(tmp_path)
+    svc.index_ontology(Ontology.from_terms("go", terms), TermIndex(tmp_path).write)
+    return svc
+
+
+def test_rewrites_learned_from_the_ontology(tmp_path):
+    """Name/synonym pairs teach "IL" → "interleukin"; a synonym inside a longer query becomes its term's name; the
+    regulation frame must agree. The targets themselves have no synonyms (the strict hold-out)."""
+    def t(i, name, *syns):
+        return Term(id=f"GO:{i:07d}", ontology="go", name=name, synonyms=[Synonym(text=s) for s in syns])
+    svc = _held_out_service(tmp_path, [
+        t(1, "interleukin-21 production", "IL-21 production"), t(2, "interleukin-5 production", "IL-5 production"),
+        t(3, "response to interleukin-21"), t(4, "Mre11 complex", "Rad50 complex"), t(5, "Mre11 complex assembly"),
+        t(6, "regulation of cilium assembly", "cilium assembly regulation", "inhibition of cilium assembly process"),
+        t(7, "negative regulation of cilium assembly"), t(8, "cilium assembly")])
+    model = svc.rerank_model(svc.ontology("go"))
+    assert ("interleukin",) in [r for r, _ in model.rules[("il",)]]
+    assert ["response", "to", "interleukin", "21"] in model.rewrites(["response", "to", "il", "21"])
+    assert ids(svc.search("go", "response to IL-21"))[0] == "GO:0000003"
+    assert ids(svc.search("go", "Rad50 complex assembly"))[0] == "GO:0000005"
+    assert ids(svc.search("go", "downregulation of cilium assembly"))[0] == "GO:0000007"
+    assert ids(svc.search("go", "cilium assembly"))[0] == "GO:0000008"
+    hit = svc.search("go", "IL-21 production").hits[0]
+    assert (hit.id, hit.matched_synonym) == ("GO:0000001", "IL-21 production")
