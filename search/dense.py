@@ -123,8 +123,8 @@ def published_build(data_dir: Path | str, collection: str) -> tuple[str, Path]:
     return build, cdir / "builds" / build
 
 
-def _stored_docs(index_dir: Path, kind: str) -> Iterator[bytes]:
-    """The stored JSON of every live document of a tantivy index, in a stable order (segment, then doc)."""
+def _stored_docs(index_dir: Path, kind: str) -> Iterator[Any]:
+    """Every live document of one of the embedded engine's tantivy indices, in a stable order (segment, then doc)."""
     import tantivy
 
     from search.engines.embedded import _open_index
@@ -134,7 +134,7 @@ def _stored_docs(index_dir: Path, kind: str) -> Iterator[bytes]:
         return
     res = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False)
     for addr in sorted((a for _, a in res.hits), key=lambda a: (a.segment_ord, a.doc)):
-        yield searcher.doc(addr)["doc"][0]
+        yield searcher.doc(addr)
 
 
 def passage_count(data_dir: Path | str, collection: str) -> int:
@@ -145,18 +145,16 @@ def passage_count(data_dir: Path | str, collection: str) -> int:
 
 
 def _titles(build_dir: Path) -> dict[str, str]:
-    out = {}
-    for raw in _stored_docs(build_dir / "papers", "papers"):
-        doc = json.loads(raw)
-        out[doc["pmcid"]] = doc.get("title") or ""
-    return out
+    """pmcid → title, from the stored heads of the paper index."""
+    return {doc["pmcid"][0]: json.loads(doc["head"][0]).get("title") or ""
+            for doc in _stored_docs(build_dir / "papers", "papers")}
 
 
 def _passages(build_dir: Path) -> Iterator[tuple[list[Any], str]]:
     """``([passage_id, pmcid, section_type, year], text to embed)`` for every passage of the build."""
     titles = _titles(build_dir)
-    for raw in _stored_docs(build_dir / "passages", "passages"):
-        p = json.loads(raw)
+    for doc in _stored_docs(build_dir / "passages", "passages"):
+        p = json.loads(doc["doc"][0])
         title = titles.get(p["pmcid"], "")
         yield [p["id"], p["pmcid"], p["section_type"], p.get("year")], (f"{title}\n{p['text']}" if title else p["text"])
 
