@@ -208,7 +208,16 @@ class TermService:
         """Engine candidates for the query and its best rewrites, re-ranked (:func:`rerank`)."""
         lex = self.rerank_model(ont)
         canon = canonical_label(query)
-        rewrites = [" ".join(r) for r in lex.rewrites(words(canon))]
+        rewrites = []
+        for abbr in abbreviations(query):
+            if stem(abbr.lower()) in lex.idf or (abbr.lower(),) in lex.rules:
+                continue   # a word the ontology's labels use ("ATP", "DNA"), or one a rule rewrites ("IL")
+            digits = " ".join(_DIGITS.findall(abbr))
+            for phrase in lex.expansions(abbr):
+                rewrites.append(regex.sub(rf"\b{regex.escape(abbr)}\b", f"{' '.join(phrase)} {digits}".strip(),
+                                          canon, count=1))
+        rewrites += [" ".join(r) for r in lex.rewrites(words(canon))]
+        rewrites = list(dict.fromkeys(rewrites))
         hits: dict[str, TermHit] = {}
         scores: dict[str, float] = {}
         for k, q in enumerate([query, *rewrites[:ENGINE_REWRITES]]):
@@ -400,6 +409,13 @@ GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsil
          "π": "pi", "ρ": "rho", "σ": "sigma", "τ": "tau", "υ": "upsilon", "φ": "phi", "χ": "chi", "ψ": "psi",
          "ω": "omega"}
 _word_re = regex.compile(analysis.WORD_PATTERN)
+_TOKEN = regex.compile(r"[\p{L}\p{N}]+")
+_ABBREV_SHAPE = regex.compile(r"\p{Lu}.*\p{Lu}|\p{Ll}\p{Lu}")
+_DIGITS = regex.compile(r"\p{N}+")
+_ABBREV_PART = regex.compile(r"\p{Lu}\p{Ll}*|\p{Ll}+|\p{N}+")
+#: abbreviations of 2 to ABBREV_MAX letters are expanded, into at most ABBREV_EXPANSIONS name phrases each
+ABBREV_MAX = 4
+ABBREV_EXPANSIONS = 3
 #: stems that make the regulation frame of a GO label: "regulation of X" ≠ "positive regulation of X" ≠ X
 FRAME = ("regul", "posit", "negat")
 
@@ -415,6 +431,20 @@ def words(text: str) -> list[str]:
 
 def stems(ws: Iterable[str]) -> frozenset[str]:
     return frozenset(filter(None, (stem(w) for w in ws)))
+
+
+def _subsequence(part: str, word: str) -> bool:
+    """``part`` starts ``word`` and its other letters appear in it in order."""
+    if not word.startswith(part[0]):
+        return False
+    it = iter(word[1:])
+    return all(c in it for c in part[1:])
+
+
+def abbreviations(text: str) -> list[str]:
+    """Tokens of ``text`` shaped like abbreviations: two or more capitals, or a capital after a lower-case letter
+    ("CNS", "vDR", "APhN", "dorEpiP2")."""
+    return [t for t in _TOKEN.findall(text) if len(t) <= 12 and _ABBREV_SHAPE.search(t)]
 
 
 def _frame(tokens: frozenset[str]) -> tuple[bool, ...]:
@@ -488,6 +518,33 @@ class RerankModel:
                     if len(known) < 2 and all(r != tuple(nw) for r, _ in known):
                         known.append((tuple(nw), 0))   # count 0: a synonym phrase, not a learned rule
         self.max_lhs = max((len(k) for k in self.rules), default=0)
+        # initials of 2–4 consecutive name words, for abbreviations ("vDR" → "ventral double row")
+        self.names_words = [words(name) for name in d["names"]]
+        self.initials: dict[str, list[int]] = {}
+        for i, nw in enumerate(self.names_words):
+            letters = [w[0] if w[0].isalpha() else "" for w in nw]
+            for j in range(len(nw)):
+                for k in range(2, ABBREV_MAX + 1):
+                    window = letters[j:j + k]
+                    if len(window) == k and all(window):
+                        self.initials.setdefault("".join(window), []).append(i)
+
+    def expansions(self, token: str) -> list[tuple[str, ...]]:
+        """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)
+        of ``token`` starts a word and its letters appear in that word in order ("APhN" → accessory pharyngeal
+        nerve, "CvN" → cervical nerve); digits stay."""
+        parts = _ABBREV_PART.findall(token)
+        letters = [p.lower() for p in parts if p.isalpha()]
+        if not 2 <= len(letters) <= ABBREV_MAX:
+            return []
+        found: Counter[tuple[str, ...]] = Counter()
+        for i in dict.fromkeys(self.initials.get("".join(p[0] for p in letters), ())):
+            nw = self.names_words[i]
+            for j in range(len(nw) - len(letters) + 1):
+                window = nw[j:j + len(letters)]
+                if all(_subsequence(p, w) for p, w in zip(letters, window)):
+                    found[tuple(window)] += 1
+        return [e for e, _ in found.most_common(ABBREV_EXPANSIONS)]
 
     def weight(self, tokens: Iterable[str]) -> float:
         return sum(self.idf.get(t, self.unknown_idf) for t in tokens)

@@ -225,7 +225,8 @@ def test_rewrites_learned_from_the_ontology(tmp_path):
         t(1, "interleukin-21 production", "IL-21 production"), t(2, "interleukin-5 production", "IL-5 production"),
         t(3, "response to interleukin-21"), t(4, "Mre11 complex", "Rad50 complex"), t(5, "Mre11 complex assembly"),
         t(6, "regulation of cilium assembly", "cilium assembly regulation", "inhibition of cilium assembly process"),
-        t(7, "negative regulation of cilium assembly"), t(8, "cilium assembly")])
+        t(7, "negative regulation of cilium assembly"), t(8, "cilium assembly"), t(9, "ventral double row"),
+        t(10, "accessory pharyngeal nerve")])
     model = svc.rerank_model(svc.ontology("go"))
     assert ("interleukin",) in [r for r, _ in model.rules[("il",)]]
     assert ["response", "to", "interleukin", "21"] in model.rewrites(["response", "to", "il", "21"])
@@ -233,5 +234,7 @@ def test_rewrites_learned_from_the_ontology(tmp_path):
     assert ids(svc.search("go", "Rad50 complex assembly"))[0] == "GO:0000005"
     assert ids(svc.search("go", "downregulation of cilium assembly"))[0] == "GO:0000007"
     assert ids(svc.search("go", "cilium assembly"))[0] == "GO:0000008"
+    assert model.expansions("APhN") == [("accessory", "pharyngeal", "nerve")] and model.expansions("AhN") == []
+    assert ids(svc.search("go", "vDR"))[:1] == ["GO:0000009"]               # no word in common: an abbreviation
     hit = svc.search("go", "IL-21 production").hits[0]
     assert (hit.id, hit.matched_synonym) == ("GO:0000001", "IL-21 production")
