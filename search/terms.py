@@ -8,6 +8,7 @@ the file changes) for lookups and the DAG, and the term index (``search.engines.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -25,6 +26,7 @@ from search.errors import InvalidRequest, NotFound
 from search.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.models import Term, TermHit
 from search.ontology import GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, canonical_label, spec_for_id
+from search.ontology import _CANONICAL  # the patterns of canonical_label, for a one-pass pre-check
 
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
@@ -422,15 +424,34 @@ FRAME = ("regul", "posit", "negat")
 
 def words(text: str) -> list[str]:
     """Lower-cased word-view words (unstemmed), Greek letters spelled out."""
-    out = []
-    for m in _word_re.finditer(text.lower()):
-        w = m.group(0)
-        out.append(GREEK.get(w, w))
-    return out
+    out = _word_re.findall(text.lower())
+    return out if text.isascii() else [GREEK.get(w, w) for w in out]
+
+
+_STEMS: dict[str, str] = {}
 
 
 def stems(ws: Iterable[str]) -> frozenset[str]:
-    return frozenset(filter(None, (stem(w) for w in ws)))
+    """Word-view stems of the words (a plain dict in front of the analyser: the re-ranker stems millions)."""
+    out = []
+    for w in ws:
+        t = _STEMS.get(w)
+        if t is None:
+            t = stem(w)
+            if len(_STEMS) < 1_000_000:
+                _STEMS[w] = t
+        if t:
+            out.append(t)
+    return frozenset(out)
+
+
+#: any of GO's naming-convention patterns: most labels have none, and skip the rewriting
+_CONVENTION_HINT = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _CANONICAL), re.IGNORECASE)
+
+
+def _conventional_words(text: str, ws: list[str]) -> list[str]:
+    """``words(canonical_label(text))``, given ``ws = words(text)``."""
+    return words(canonical_label(text)) if _CONVENTION_HINT.search(text) else ws
 
 
 def _subsequence(part: str, word: str) -> bool:
@@ -473,23 +494,29 @@ class RerankModel:
         self.index: dict[str, int] = ont._index
         self.labels: list[list[frozenset[str]]] = []
         self.label_weights: list[list[float]] = []
-        self.defs: list[frozenset[str]] = []
+        self._defs: list[str] = d["defs"]
+        self._def_stems: dict[int, frozenset[str]] = {}
         df: Counter[str] = Counter()
         pairs: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
+        raw: list[tuple[list[str], list[list[str]]]] = []   # label words before GO's conventions
         for i, name in enumerate(d["names"]):
-            nw = words(canonical_label(name))
+            name_raw = words(name)
+            nw = _conventional_words(name, name_raw)
             labels = [stems(nw)]
+            syns_raw = []
             for text, _scope in d["synonyms"][i]:
-                sw = words(canonical_label(text))
+                sw_raw = words(text)
+                syns_raw.append(sw_raw)
+                sw = _conventional_words(text, sw_raw)
                 labels.append(stems(sw))
                 p, lhs, rhs = _segment_diff(sw, nw)
                 if 1 <= len(lhs) <= 3 and 1 <= len(rhs) <= 4:
                     pairs[lhs, rhs] += 1
                     if p:   # with the word before, for rules whose left side alone is too common ("to")
                         pairs[(sw[p - 1], *lhs), (sw[p - 1], *rhs)] += 1
+            raw.append((name_raw, syns_raw))
             self.labels.append(labels)
             self.label_weights.append([0.0] * len(labels))
-            self.defs.append(stems(words(d["defs"][i] or "")))
             df.update(frozenset().union(*labels))
         n = max(1, len(d["names"]))
         self.idf = {t: math.log(1 + n / c) for t, c in df.items()}
@@ -508,10 +535,8 @@ class RerankModel:
         # every multi-word synonym, and every synonym of one rare word, names its term inside longer labels:
         # "Rad50 complex assembly" is "Mre11 complex assembly" because "Rad50 complex" is a synonym of "Mre11 complex"
         rare = RULE_STOP_DF * n / 10
-        for i, name in enumerate(d["names"]):
-            nw = words(name)
-            for text, _scope in d["synonyms"][i]:
-                sw = tuple(words(text))
+        for nw, syns_raw in raw:
+            for sw in map(tuple, syns_raw):
                 if 1 <= len(sw) <= PHRASE_MAX and (len(sw) > 1 or df.get(stem(sw[0]), 0) <= rare) and \
                         stems(sw) != stems(nw):
                     known = self.rules.setdefault(sw, [])
@@ -545,6 +570,13 @@ class RerankModel:
                 if all(_subsequence(p, w) for p, w in zip(letters, window)):
                     found[tuple(window)] += 1
         return [e for e, _ in found.most_common(ABBREV_EXPANSIONS)]
+
+    def definition(self, i: int) -> frozenset[str]:
+        """Stems of term ``i``'s definition (made when first needed: most terms are never a candidate)."""
+        got = self._def_stems.get(i)
+        if got is None:
+            got = self._def_stems[i] = stems(words(self._defs[i] or ""))
+        return got
 
     def weight(self, tokens: Iterable[str]) -> float:
         return sum(self.idf.get(t, self.unknown_idf) for t in tokens)
@@ -612,7 +644,8 @@ def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], h
                     direct, best_k = s, k
                 s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * (SYNONYM_DISCOUNT if k else 1.0)
                 best = max(best, s)
-        cover = max(lex.weight(toks & lex.defs[i]) / (w or 1.0) for toks, w, *_ in forms)
+        definition = lex.definition(i)
+        cover = max(lex.weight(toks & definition) / (w or 1.0) for toks, w, *_ in forms)
         score = best + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
         term_syns = ont._d["synonyms"][i]
         matched = term_syns[best_k - 1][0] if best_k else None
