@@ -8,7 +8,10 @@ the file changes) for lookups and the DAG, and the term index (``search.engines.
 from __future__ import annotations
 
 import math
+import os
+import pickle
 import re
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -137,7 +140,39 @@ class TermService:
         """Index the terms with ``write_terms`` (an engine's), then save the compact ontology the service reads."""
         n = write_terms(ontology.name, ontology.terms())
         ontology.save(self.ontology_path(ontology.name))
+        self._save_model(ontology.name, RerankModel(ontology))
         return n
+
+    def model_path(self, name: str) -> Path:
+        return self.data_dir / "ontologies" / f"{name}.rerank"   # not *.pkl: those are the ontologies
+
+    def _save_model(self, name: str, model: RerankModel) -> None:
+        """Keep the re-ranker's model beside the ontology (written after it, atomically), so that a service does
+        not learn it again on its first search (tens of seconds for GO on a busy machine)."""
+        path = self.model_path(name)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(model, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def _load_model(self, ont: Ontology) -> RerankModel | None:
+        """The saved model, when it was written after the ontology file the service loaded (else None)."""
+        path = self.model_path(ont.name)
+        try:
+            if path.stat().st_mtime_ns < self.ontology_path(ont.name).stat().st_mtime_ns:
+                return None
+            with open(path, "rb") as fh:
+                model = pickle.load(fh)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+            return None
+        if not isinstance(model, RerankModel) or len(model.labels) != len(ont):
+            return None
+        model.index = ont._index
+        return model
 
     def _locate(self, term_id: str) -> tuple[Ontology, str]:
         """The ontology holding ``term_id`` and its primary id: 422 for a malformed id, 404 for an unknown one."""
@@ -196,13 +231,13 @@ class TermService:
         return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
 
     def rerank_model(self, ont: Ontology) -> RerankModel:
-        """The re-ranker's model of ``ont`` (learned once per loaded ontology: about a second for GO)."""
+        """The re-ranker's model of ``ont``: the one saved at indexing, or learned now (once per loaded ontology)."""
         cached = self._lex.get(ont.name)
         if cached is None or cached[0] is not ont:
             with self._lock:
                 cached = self._lex.get(ont.name)
                 if cached is None or cached[0] is not ont:
-                    cached = (ont, RerankModel(ont))
+                    cached = (ont, self._load_model(ont) or RerankModel(ont))
                     self._lex[ont.name] = cached
         return cached[1]
 

@@ -238,3 +238,12 @@ def test_rewrites_learned_from_the_ontology(tmp_path):
     assert ids(svc.search("go", "vDR"))[:1] == ["GO:0000009"]               # no word in common: an abbreviation
     hit = svc.search("go", "IL-21 production").hits[0]
     assert (hit.id, hit.matched_synonym) == ("GO:0000001", "IL-21 production")
+
+
+def test_rerank_model_saved_at_indexing(data_dir):
+    fresh = TermService(data_dir)
+    ont = fresh.ontology("go")
+    assert fresh.model_path("go").is_file()
+    model = fresh._load_model(ont)
+    assert model is not None and len(model.labels) == len(ont) and model.index is ont._index
+    assert ids(fresh.search("go", "cell nucleus"))[0] == "GO:0005634"
