@@ -2,10 +2,13 @@
 synonym hold-out quality of term search.
 
     .venv/bin/python bench/bench_ontology.py [--data ../shared/data] [--go-sample 2000] [--seed 13] [--json out.json]
+        [--quality-only] [--readings strict,loo] [--ontologies go,fbbt] [--dev-seed 7]
 
-Quality: each sampled synonym's term loses *all* its synonyms in a fresh index (so a query never meets itself or
-its siblings); the synonym is then the query and the owning term the answer. GO: a seeded sample of synonyms of
-live terms; FBbt: all of them. Synonyms whose normalised text equals their term's name are skipped (trivial).
+Quality (synonym hold-out): the synonym is the query and its term the answer. Two readings: ``strict``, every
+sampled synonym's term loses *all* its synonyms in one fresh index; ``loo`` (leave-one-out), only the queried
+synonym is removed (indexes rebuilt in batches, the k-th sampled synonym of each term in batch k). GO: a seeded
+sample of synonyms of live terms (the fixed test sample is seed 13); FBbt: all of them. Synonyms whose normalised
+text equals their term's name are skipped (trivial). Tune with ``--dev-seed``, never on the test sample.
 """
 
 from __future__ import annotations
