@@ -9,6 +9,7 @@ import click
 
 from search.cli import data_dir_option, settings_for
 
+from indexer.dense_cli import dense
 from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, index_corpus, summary_line
 
@@ -19,6 +20,7 @@ def index() -> None:
 
 
 index.add_command(ontology)
+index.add_command(dense)
 
 
 @index.command("corpus")
