@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_embedded import ensure_corpus, gene_queries  # noqa: E402
-from bench.common import REPO, dir_bytes, fmt_bytes, free_port, latency_summary, machine, markdown_table, write_json  # noqa: E402
+from bench.common import REPO, fmt_bytes, free_port, latency_summary, machine, markdown_table, write_json  # noqa: E402
 
 K = 10
 CLIENTS = (1, 8, 32)
