@@ -20,6 +20,8 @@ import numpy as np
 
 from search.errors import InputError
 
+from eval.jsonl import read_jsonl
+
 Similarity = Callable[[str, str], float]
 Known = Callable[[str], bool]
 
@@ -139,18 +141,11 @@ def load_ground_truth(path: str | Path) -> dict[str, GeneTruth]:
     """Read a FlyAOC ground-truth JSONL file (one gene per line), keeping file order."""
     path = Path(path)
     genes: dict[str, GeneTruth] = {}
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"invalid JSON: {e.msg}", source=str(path), record=n) from e
-            gene = _gene_truth(obj, str(path), n)
-            if gene.gene_id in genes:
-                raise InputError(f"duplicate gene {gene.gene_id}", source=str(path), record=n, field="gene_id")
-            genes[gene.gene_id] = gene
+    for n, obj in read_jsonl(path):
+        gene = _gene_truth(obj, str(path), n)
+        if gene.gene_id in genes:
+            raise InputError(f"duplicate gene {gene.gene_id}", source=str(path), record=n, field="gene_id")
+        genes[gene.gene_id] = gene
     if not genes:
         raise InputError("ground truth holds no genes", source=str(path))
     return genes

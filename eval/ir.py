@@ -10,7 +10,6 @@ without dense support yields an error recorded in the report, never a relabelled
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from ranx import Qrels, Run, compare, evaluate
 
 from search.errors import InputError
 from search.models import Paper
+
+from eval.jsonl import read_jsonl
 
 METRICS = ("ndcg@10", "recall@100", "map", "mrr")
 MODES = ("bm25", "dense", "hybrid")
@@ -41,20 +42,13 @@ class Collection:
 
 def _jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"invalid JSON: {e.msg}", source=str(path), record=n) from e
-            if not isinstance(obj, dict):
-                raise InputError("record is not an object", source=str(path), record=n)
-            for key in required:
-                if not isinstance(obj.get(key), str):
-                    raise InputError(f"missing or non-string field {key!r}", source=str(path), record=n, field=key)
-            out.append(obj)
+    for n, obj in read_jsonl(path):
+        if not isinstance(obj, dict):
+            raise InputError("record is not an object", source=str(path), record=n)
+        for key in required:
+            if not isinstance(obj.get(key), str):
+                raise InputError(f"missing or non-string field {key!r}", source=str(path), record=n, field=key)
+        out.append(obj)
     return out
 
 
