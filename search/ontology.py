@@ -104,7 +104,7 @@ def _write_pickle_atomic(path: Path, data: object) -> None:
 
 #: How people (and GO's own synonyms) vary GO-style labels, mapped to the form GO names use: regulation direction
 #: words, -ism/-esis nouns for processes, British spellings. Engines search a query in both forms.
-_CANONICAL: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), r) for p, r in (
+CANONICAL: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), r) for p, r in (
     (r"\b(?:up[- ]?regulation|activation|stimulation|induction)\s+of\b", "positive regulation of"),
     (r"\b(?:down[- ]?regulation|inhibition|suppression|repression)\s+of\b", "negative regulation of"),
     (r"\b(?:anabolism|biosynthesis|synthesis)\b", "biosynthetic process"),
@@ -119,7 +119,7 @@ _CANONICAL: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), 
 
 def canonical_label(text: str) -> str:
     """``text`` rewritten to GO's naming conventions ("up-regulation of X" → "positive regulation of X")."""
-    for pattern, repl in _CANONICAL:
+    for pattern, repl in CANONICAL:
         text = pattern.sub(repl, text)
     return text
 
@@ -222,6 +222,17 @@ class Ontology:
         self._index: dict[str, int] = {t: i for i, t in enumerate(self._ids)}
         self._alt: dict[str, str] = {a: self._ids[i] for i, alts in enumerate(data["alt_ids"]) for a in alts
                                      if a not in self._index}
+
+    @property
+    def columns(self) -> dict:
+        """The normalised columns (``ids``, ``names``, ``defs``, ``synonyms``…), one row per term: bulk readers
+        (the term re-ranker) use them, since making a :class:`Term` per term costs seconds on GO."""
+        return self._d
+
+    @property
+    def row_of(self) -> dict[str, int]:
+        """Primary id → row in :attr:`columns`."""
+        return self._index
 
     # -- construction ----------------------------------------------------------------------------------------------
     @classmethod

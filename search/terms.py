@@ -29,7 +29,7 @@ from search.errors import InvalidRequest, NotFound
 from search.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.models import Term, TermHit
 from search.ontology import GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, canonical_label, spec_for_id
-from search.ontology import _CANONICAL  # the patterns of canonical_label, for a one-pass pre-check
+from search.ontology import CANONICAL  # the patterns of canonical_label, for a one-pass pre-check
 
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
@@ -171,7 +171,7 @@ class TermService:
             return None
         if not isinstance(model, RerankModel) or len(model.labels) != len(ont):
             return None
-        model.index = ont._index
+        model.index = ont.row_of
         return model
 
     def _locate(self, term_id: str) -> tuple[Ontology, str]:
@@ -481,7 +481,7 @@ def stems(ws: Iterable[str]) -> frozenset[str]:
 
 
 #: any of GO's naming-convention patterns: most labels have none, and skip the rewriting
-_CONVENTION_HINT = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _CANONICAL), re.IGNORECASE)
+_CONVENTION_HINT = re.compile("|".join(f"(?:{p.pattern})" for p, _ in CANONICAL), re.IGNORECASE)
 
 
 def _conventional_words(text: str, ws: list[str]) -> list[str]:
@@ -525,8 +525,8 @@ class RerankModel:
     """What the re-ranker learns from one ontology: label stems, IDF weights and rewrite rules."""
 
     def __init__(self, ont: Ontology):
-        d = ont._d   # the columns: building Term models for every term would take seconds longer
-        self.index: dict[str, int] = ont._index
+        d = ont.columns   # the columns: building Term models for every term would take seconds longer
+        self.index: dict[str, int] = ont.row_of
         self.labels: list[list[frozenset[str]]] = []
         self.label_weights: list[list[float]] = []
         self._defs: list[str] = d["defs"]
@@ -682,7 +682,7 @@ def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], h
         definition = lex.definition(i)
         cover = max(lex.weight(toks & definition) / (w or 1.0) for toks, w, *_ in forms)
         score = best + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
-        term_syns = ont._d["synonyms"][i]
+        term_syns = ont.columns["synonyms"][i]
         matched = term_syns[best_k - 1][0] if best_k else None
         out.append(h.model_copy(update={"score": round(score, 4), "matched_synonym": matched}))
     out.sort(key=lambda h: -h.score)

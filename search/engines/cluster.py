@@ -800,7 +800,7 @@ class ClusterEngine:
                 raise InvalidRequest(f"no term index for ontology {ontology!r} on the cluster",
                                      details={"valid": sorted(self._term_counts())}) from None
             raise
-        return [et._hit(ontology, _TermDoc(h["_source"]), h["_score"], set(tokens)) for h in res["hits"]["hits"]]
+        return [et.term_hit(ontology, _term_fields(h["_source"]), h["_score"], set(tokens)) for h in res["hits"]["hits"]]
 
     def close(self) -> None:
         self.t.close()
@@ -829,13 +829,9 @@ def _term_text_query(tokens: list[str]) -> dict[str, Any]:
     return {"bool": {"should": shoulds}}
 
 
-class _TermDoc:
-    """A term's ``_source`` in the shape of a tantivy document's ``to_dict()``, so term hits are built by the one
-    function the embedded term index uses."""
-
-    def __init__(self, source: dict[str, Any]):
-        self._d = {k: v if isinstance(v, list) else [v] for k, v in source.items() if k not in ("ids", "key", "syn_key")}
-        self._d["obsolete"] = ["1" if source.get("obsolete") else "0"]
-
-    def to_dict(self) -> dict[str, list[Any]]:
-        return self._d
+def _term_fields(source: dict[str, Any]) -> dict[str, list[Any]]:
+    """A term's ``_source`` in the shape of the embedded term index's stored fields, so that term hits are built by
+    the one function both engines use (``embedded_terms.term_hit``)."""
+    fields = {k: v if isinstance(v, list) else [v] for k, v in source.items() if k not in ("ids", "key", "syn_key")}
+    fields["obsolete"] = ["1" if source.get("obsolete") else "0"]
+    return fields

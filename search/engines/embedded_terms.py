@@ -15,6 +15,8 @@ term even when obsolete, flagged).
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import re
 import shutil
@@ -187,7 +189,7 @@ class TermIndex:
             musts.append((tantivy.Occur.MustNot, tantivy.Query.term_set_query(schema, "id", exclude)))
         q = tantivy.Query.boolean_query(musts) if len(musts) > 1 else main
         result = searcher.search(q, limit=max(1, limit), count=False)
-        return [_hit(ontology_name, searcher.doc(addr), score, set(tokens)) for score, addr in result.hits]
+        return [term_hit(ontology_name, searcher.doc(addr).to_dict(), score, set(tokens)) for score, addr in result.hits]
 
 
 def _text_query(schema: tantivy.Schema, variants: list[list[str]]) -> tantivy.Query:
@@ -215,8 +217,9 @@ def _text_query(schema: tantivy.Schema, variants: list[list[str]]) -> tantivy.Qu
     return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in shoulds])
 
 
-def _hit(ontology: str, doc: tantivy.Document, score: float, tokens: set[str]) -> TermHit:
-    d = doc.to_dict()
+def term_hit(ontology: str, d: dict[str, list[Any]], score: float, tokens: set[str]) -> TermHit:
+    """A hit from a term's stored fields (each a list of values, as tantivy's ``Document.to_dict()`` gives them);
+    the cluster engine builds its hits with it too. ``matched_synonym``: the synonym sharing most query tokens."""
     name = d.get("name", [""])[0]
     matched = None
     if tokens:
