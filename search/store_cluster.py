@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from search.auth import ApiKey
-from search.engines.cluster import ClusterRequestError, _Transport
+from search.engines.cluster import ClusterRequestError, Transport
 from search.errors import NotFound, Unavailable
 from search.sessions import ReadCharge, Session, Submission, TraceEvent, charge_decision, require_open
 from search.store import Conflict, session_not_found
@@ -46,7 +46,7 @@ class _NoWrite(Exception):
 class ClusterStore:
     """``SessionStore`` over cluster documents; indices ``<prefix>-sessions-<kind>`` are created on first use."""
 
-    def __init__(self, transport: _Transport, prefix: str = "flysift", replicas: int = 0):
+    def __init__(self, transport: Transport, prefix: str = "flysift", replicas: int = 0):
         self.t = transport
         self.prefix = prefix
         self.replicas = replicas
@@ -55,7 +55,7 @@ class ClusterStore:
 
     @classmethod
     def from_settings(cls, settings) -> ClusterStore:
-        return cls(_Transport(settings), settings.cluster_index_prefix, settings.cluster_replicas)
+        return cls(Transport(settings), settings.cluster_index_prefix, settings.cluster_replicas)
 
     def index(self, kind: str) -> str:
         return f"{self.prefix}-sessions-{kind}"

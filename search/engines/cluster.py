@@ -15,7 +15,7 @@ analyzers (pattern tokenizers, lowercase, Snowball English) and scoring is BM25 
 embedded engine, so both rank alike (``tests/test_parity.py``).
 
 Only client construction, the raw request call and the clients' exception types differ between the flavours
-(``_Transport``); every request body and path is the same for Elasticsearch 8 and OpenSearch.
+(``Transport``); every request body and path is the same for Elasticsearch 8 and OpenSearch.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _error_field(err: Any) -> str | None:
 
 
 # ---- the two clients -----------------------------------------------------------------------------------------------
-class _Transport:
+class Transport:
     """The flavour-specific part: building the official client and sending one raw request with it."""
 
     def __init__(self, settings: Any):
@@ -317,7 +317,7 @@ class _Bulk:
     dropped: the caller's last commit is the resume point). Later chunks are always sent after per-document errors.
     """
 
-    def __init__(self, transport: _Transport, chunk_bytes: int, max_retries: int, backoff_s: float):
+    def __init__(self, transport: Transport, chunk_bytes: int, max_retries: int, backoff_s: float):
         self.t, self.chunk_bytes, self.max_retries, self.backoff_s = transport, chunk_bytes, max_retries, backoff_s
         self.lines: list[bytes] = []
         self.groups: list[tuple[str, list[tuple[str, str]]]] = []  # (pmcid, [(index, id)]) in buffer order
@@ -488,7 +488,7 @@ class ClusterEngine:
 
     def __init__(self, settings: Any, collection: str = "default", *, chunk_bytes: int = 5_000_000,
                  max_retries: int = 6, backoff_s: float = 0.5):
-        self.t = _Transport(settings)
+        self.t = Transport(settings)
         self.collection = collection
         self.prefix = settings.cluster_index_prefix
         self.base = self.prefix if collection == "default" else f"{self.prefix}-{collection}"
