@@ -95,3 +95,13 @@ def test_reader_picks_up_new_build_without_restart(tmp_path):
     build_index(d, PAPERS)
     assert eng.stats().papers == len(PAPERS)
     assert pmcids(eng.search_papers(plan("dpp"))) == ["PMC100004"]
+
+
+def test_publish_keeps_the_two_newest_builds(tmp_path):
+    d = tmp_path / "data"
+    builds = []
+    for n in (1, 2, 3):
+        builds.append(build_index(d, PAPERS[:n]).stats().build)
+    kept = {p.name for p in (d / "collections" / "default" / "builds").iterdir()}
+    assert kept == set(builds[-2:])
+    assert EmbeddedEngine(d).stats().papers == 3

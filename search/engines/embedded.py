@@ -239,9 +239,9 @@ class EmbeddedBuild:
         self._meta.update(status="published", published=time.time())
         _write_json_atomic(self.path / "build.json", self._meta)
         _write_json_atomic(self._dir / "CURRENT", {"build": self.id})
-        published = sorted(m.parent for m in (self._dir / "builds").glob("*/build.json")
-                           if json.loads(m.read_text()).get("status") == "published")
-        for old in published[:-KEEP_BUILDS]:
+        metas = [(json.loads(m.read_text()), m.parent) for m in (self._dir / "builds").glob("*/build.json")]
+        published = sorted((meta["published"], path) for meta, path in metas if meta.get("status") == "published")
+        for _, old in published[:-KEEP_BUILDS]:  # oldest first, by publish time (ids of one second sort at random)
             if old.name != self.id:
                 shutil.rmtree(old, ignore_errors=True)
         self._release()
