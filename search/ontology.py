@@ -88,7 +88,8 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_pickle_atomic(path: Path, data: object) -> None:
+def write_pickle_atomic(path: Path, data: object) -> None:
+    """Write a pickle so that readers see the old file or the whole new one, never a partial one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
@@ -276,7 +277,7 @@ class Ontology:
 
     def save(self, path: str | Path) -> None:
         """Write the compact form (atomically: a reader never sees half a file)."""
-        _write_pickle_atomic(Path(path), {"sha256": self.sha256, **self._d})
+        write_pickle_atomic(Path(path), {"sha256": self.sha256, **self._d})
 
     @classmethod
     def read(cls, path: str | Path) -> "Ontology":

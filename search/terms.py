@@ -8,10 +8,8 @@ the file changes) for lookups and the DAG, and the term index (``search.engines.
 from __future__ import annotations
 
 import math
-import os
 import pickle
 import re
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -28,7 +26,8 @@ from search.engines.embedded_terms import ID_QUERY_RE, TermIndex
 from search.errors import InvalidRequest, NotFound
 from search.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.models import Term, TermHit
-from search.ontology import GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, canonical_label, spec_for_id
+from search.ontology import (GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, canonical_label, spec_for_id,
+                             write_pickle_atomic)
 from search.ontology import CANONICAL  # the patterns of canonical_label, for a one-pass pre-check
 
 ASPECTS = ("P", "F", "C")
@@ -149,15 +148,7 @@ class TermService:
     def _save_model(self, name: str, model: RerankModel) -> None:
         """Keep the re-ranker's model beside the ontology (written after it, atomically), so that a service does
         not learn it again on its first search (tens of seconds for GO on a busy machine)."""
-        path = self.model_path(name)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(model, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_pickle_atomic(self.model_path(name), model)
 
     def _load_model(self, ont: Ontology) -> RerankModel | None:
         """The saved model, when it was written after the ontology file the service loaded (else None)."""
