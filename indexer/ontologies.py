@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import click
 
 from search.cli import data_dir_option, settings_for
+from search.names import ONTOLOGY_PATTERN, is_valid
 
 
 def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", value):
-        raise click.BadParameter("use a short lower-case name such as go, fbbt or fbdv")
+    if not is_valid("ontology", value):
+        raise click.BadParameter(f"use a short lower-case name such as go, fbbt or fbdv ({ONTOLOGY_PATTERN})")
     return value
 
 

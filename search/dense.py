@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from search.errors import FlysiftError, IndexMissing, LimitExceeded
+from search.names import check_collection
 from search.query import Filters
 
 MODEL_ENV = "FLYSIFT_DENSE_MODEL"
@@ -109,7 +110,7 @@ def _dimension(model: Any) -> int:
 # ---- the published build ---------------------------------------------------------------------------------------
 
 def collection_dir(data_dir: Path | str, collection: str) -> Path:
-    return Path(data_dir) / "collections" / collection
+    return Path(data_dir) / "collections" / check_collection(collection)   # a name, never a path
 
 
 def published_build(data_dir: Path | str, collection: str) -> tuple[str, Path]:
@@ -257,7 +258,7 @@ def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size
         if chunk:
             flush_chunk()
         embed_s, embed_cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        parts = [np.load(partial / f"emb-{i:05d}.npy") for i in range(state["chunks"])]
+        parts = [np.load(partial / f"emb-{i:05d}.npy", allow_pickle=False) for i in range(state["chunks"])]
         vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
         if len(vectors) != len(rows):
             raise FlysiftError(f"dense build of {collection!r}: {len(vectors)} embeddings for {len(rows)} passages; "

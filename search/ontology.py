@@ -4,9 +4,11 @@ Parsing uses ``fastobo``, the OBO parser pronto is built on, directly: pronto dr
 ``is_a`` lines (FlyAOC's FBbt DAG must skip qualified lines, spec §4.4) and refuses relationships whose
 ``[Typedef]`` is not declared, while fastobo keeps every clause and reports syntax errors with a line number.
 
-Loading GO from OBO takes seconds, so :meth:`Ontology.load` keeps a pickle of the normalised columns keyed by the
-file's SHA-256 (``~/.cache/flysift/ontologies`` or ``$FLYSIFT_ONTOLOGY_CACHE``); later loads read that. The cache
-is local trusted data (pickle), rebuilt whenever the file or :data:`CACHE_FORMAT` changes.
+Loading GO from OBO takes seconds, so :meth:`Ontology.load` keeps the normalised columns keyed by the file's SHA-256
+(``~/.cache/flysift/ontologies`` or ``$FLYSIFT_ONTOLOGY_CACHE``); later loads read that. The compact form (also what
+the service reads from its data dir) is gzipped JSON with one flat list per column, never a pickle: a planted or
+corrupted file can fail to load but cannot run code. A cache that does not read back is rebuilt from the OBO file,
+as is one of an older :data:`CACHE_FORMAT`; ``*.pkl`` files of earlier versions are ignored.
 
 Relations are named as in the file, except that a relation given by a prefixed id (``FBdv:00018001``,
 ``BFO:0000050``) takes its ``[Typedef]`` name with spaces as underscores (``substage_of``, ``part_of``).
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
-import pickle
 import re
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -30,8 +34,12 @@ import numpy as np
 
 from search.errors import InputError, InvalidRequest
 from search.models import Synonym, Term
+from search.names import check_ontology
 
-CACHE_FORMAT = 1
+#: the compact form's layout; files of another format are not read (a cache is rebuilt, a data dir re-indexed)
+CACHE_FORMAT = 2
+#: what the compact form's files end with
+SUFFIX = ".json.gz"
 
 IS_A = "is_a"
 PART_OF = "part_of"
@@ -88,17 +96,28 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_pickle_atomic(path: Path, data: object) -> None:
-    """Write a pickle so that readers see the old file or the whole new one, never a partial one."""
+def write_json_atomic(path: Path, data: object) -> None:
+    """Write gzipped JSON so that readers see the old file or the whole new one, never a partial one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as fh:
+            fh.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_json(path: Path) -> object:
+    """A file written by :func:`write_json_atomic`. Anything that is not gzipped JSON (truncated, planted, too deeply
+    nested) is a ``ValueError`` naming the file; ``OSError`` is left for a file that cannot be opened."""
+    with open(path, "rb") as raw:
+        blob = raw.read()
+    try:
+        return json.loads(gzip.decompress(blob))
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:   # BadGzipFile is an OSError
+        raise ValueError(f"{path}: not a gzipped JSON file ({type(e).__name__}: {str(e)[:100]})") from None
 
 
 # ---- naming conventions -------------------------------------------------------------------------------------------
@@ -207,6 +226,67 @@ def _parse_obo(path: Path, name: str) -> dict:
             **cols, "edges": edges}
 
 
+# ---- the compact form --------------------------------------------------------------------------------------------
+#
+# One flat JSON list per column (parsing millions of small nested lists is what makes JSON slow): per-term tuples
+# (synonyms, alt ids, replacements) as a count per term plus the values in order; edges as four parallel lists.
+
+_SCALARS = ("ids", "names", "namespaces", "defs", "obsolete")
+_TUPLES = ("alt_ids", "replaced_by", "consider")
+
+
+def _encode(d: dict, sha256: str) -> dict:
+    out = {"format": CACHE_FORMAT, "sha256": sha256, **{k: d[k] for k in ("name", "source", "data_version")},
+           **{k: list(d[k]) for k in _SCALARS}}
+    for k in _TUPLES:
+        out[k] = {"n": [len(v) for v in d[k]], "v": [x for v in d[k] for x in v]}
+    syns = d["synonyms"]
+    out["synonyms"] = {"n": [len(v) for v in syns], "text": [t for v in syns for t, _ in v],
+                       "scope": [s for v in syns for _, s in v]}
+    child, rel, parent, qual = zip(*d["edges"]) if d["edges"] else ((), (), (), ())
+    out["edges"] = {"child": list(child), "rel": list(rel), "parent": list(parent), "qualified": list(qual)}
+    return out
+
+
+def _grouped(counts: list[int], values: Iterable, total: int) -> list[tuple]:
+    """``values`` cut into tuples of ``counts[i]`` items; ``total`` is how many values there are."""
+    if counts and (sum(counts) != total or min(counts) < 0):   # strings in counts: TypeError, reported as malformed
+        raise ValueError("counts do not add up to the values")
+    it = iter(values)
+    return [tuple(islice(it, c)) if c else () for c in counts]
+
+
+def _decode(data: object) -> tuple[dict, str]:
+    """The in-memory columns and SHA-256 from :func:`_encode`'s output; ``ValueError`` for anything else."""
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+        raise ValueError(f"not a flysift ontology file of format {CACHE_FORMAT}")
+    try:
+        n = len(data["ids"])
+        cols = {k: data[k] for k in _SCALARS}
+        if any(not isinstance(v, list) or len(v) != n for v in cols.values()):
+            raise ValueError("columns of different lengths")
+        for k in _TUPLES:
+            cols[k] = _grouped(data[k]["n"], data[k]["v"], len(data[k]["v"]))
+        syn = data["synonyms"]
+        if len(syn["text"]) != len(syn["scope"]):
+            raise ValueError("synonym texts and scopes differ in length")
+        cols["synonyms"] = _grouped(syn["n"], zip(syn["text"], syn["scope"]), len(syn["text"]))
+        e = data["edges"]
+        edges = list(zip(e["child"], e["rel"], e["parent"], e["qualified"]))
+        if any(len(e[k]) != len(edges) for k in ("child", "rel", "parent", "qualified")) or \
+                (edges and not 0 <= min(e["child"]) <= max(e["child"]) < n):
+            raise ValueError("malformed edges")
+        if any(len(cols[k]) != n for k in (*_TUPLES, "synonyms")):
+            raise ValueError("columns of different lengths")
+        meta = {k: data[k] for k in ("name", "source", "data_version")}
+        sha = data["sha256"]
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"malformed flysift ontology file ({type(e).__name__}: {str(e)[:100]})") from None
+    if not isinstance(meta["name"], str) or not isinstance(sha, str):
+        raise ValueError("malformed flysift ontology file (name, sha256)")
+    return {"format": CACHE_FORMAT, **meta, **cols, "edges": edges}, sha
+
+
 # ---- the ontology -------------------------------------------------------------------------------------------------
 
 class Ontology:
@@ -239,17 +319,19 @@ class Ontology:
     @classmethod
     def load(cls, path: str | Path, name: str, *, cache_dir: str | Path | None = None,
              use_cache: bool = True) -> "Ontology":
-        """Load an OBO file (``.obo`` or ``.obo.gz``), from the compact cache when the file was seen before."""
+        """Load an OBO file (``.obo`` or ``.obo.gz``), from the compact cache when the file was seen before (a cache
+        file that does not read back is rebuilt)."""
+        check_ontology(name, "name")   # part of the cache file's name
         path = Path(path)
         if not path.is_file():
             raise InputError(f"{path}: no such ontology file", source=str(path))
         sha = file_sha256(path)
         cache = Path(cache_dir) if cache_dir else default_cache_dir()
-        cached = cache / f"{name}-{sha[:24]}.pkl"
+        cached = cache / f"{name}-{sha[:24]}{SUFFIX}"
         if use_cache and cached.is_file():
             try:
                 ont = cls.read(cached)
-            except (OSError, pickle.UnpicklingError, EOFError, KeyError, ValueError):
+            except (OSError, ValueError):
                 ont = None
             if ont is not None and ont.sha256 == sha and ont.name == name:
                 return ont
@@ -276,16 +358,19 @@ class Ontology:
                     **cols, "edges": edges})
 
     def save(self, path: str | Path) -> None:
-        """Write the compact form (atomically: a reader never sees half a file)."""
-        write_pickle_atomic(Path(path), {"sha256": self.sha256, **self._d})
+        """Write the compact form (gzipped JSON, atomically: a reader never sees half a file)."""
+        write_json_atomic(Path(path), _encode(self._d, self.sha256))
 
     @classmethod
     def read(cls, path: str | Path) -> "Ontology":
-        with open(path, "rb") as fh:
-            data = pickle.load(fh)
-        if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
-            raise ValueError(f"{path}: not a flysift ontology file of format {CACHE_FORMAT}")
-        return cls(data, data.pop("sha256", ""))
+        """Read what :meth:`save` wrote; ``ValueError`` naming the file for anything else (``OSError`` when it
+        cannot be opened)."""
+        try:
+            data, sha = _decode(read_json(Path(path)))
+        except ValueError as e:
+            msg = str(e)
+            raise ValueError(msg if msg.startswith(f"{path}:") else f"{path}: {msg}") from None
+        return cls(data, sha)
 
     # -- lookups ---------------------------------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -12,8 +12,6 @@ import time
 from collections.abc import Iterable
 from typing import Literal
 
-import regex
-
 from search.config import Settings
 from search.dense import DenseIndex, DenseUnavailable
 from search.engines import Engine, open_engine
@@ -21,11 +19,12 @@ from search.errors import InvalidRequest, LimitExceeded, NotFound
 from search.fusion import rrf
 from search.models import (ABSTRACT, SECTION_TYPES, Paper, PaperHit, PaperSearchResults, PaperText, PassageHit,
                            PassageSearchResults, Section)
+from search.names import PATTERNS, check_collection
 from search.passages import split_passages
 from search.planner import describe, gene_in_title, plan
 from search.query import EngineQuery, Filters
 
-COLLECTION_NAME = regex.compile(r"^[a-z0-9][a-z0-9_\-]{0,62}$")
+COLLECTION_NAME = PATTERNS["collection"]   # one home: search.names (use fullmatch)
 VALID_SECTIONS = (ABSTRACT, *SECTION_TYPES)
 Mode = Literal["bm25", "dense", "hybrid"]
 #: how deep each list goes before fusion (or the page end, if deeper): RRF needs more than the page to agree on
@@ -40,9 +39,7 @@ class SearchService:
         self._lock = threading.Lock()
 
     def engine(self, collection: str = "default") -> Engine:
-        if not COLLECTION_NAME.match(collection):
-            raise InvalidRequest(f"Invalid collection name {collection!r}: use 1-63 lower-case letters, digits, '-' or '_'.",
-                                 details={"field": "collection"})
+        check_collection(collection)
         with self._lock:
             if collection not in self._engines:
                 self._engines[collection] = open_engine(self.settings, collection=collection)

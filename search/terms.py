@@ -1,19 +1,22 @@
 """The term service: search, lookup, hierarchy walks and FlyAOC-shaped records over the indexed ontologies, with
 hidden terms applied everywhere, and the description → term resolver.
 
-What it reads from ``<data_dir>``: ``ontologies/<name>.pkl`` (the compact ontology the indexer writes; reloaded when
-the file changes) for lookups and the DAG, and the term index (``search.engines.embedded_terms``) for search.
+What it reads from ``<data_dir>``: ``ontologies/<name>.ontology.json.gz`` (the compact ontology the indexer writes;
+reloaded when the file changes) for lookups and the DAG, and the term index (``search.engines.embedded_terms``) for
+search. An ontology name from a request is checked against :mod:`search.names` and then looked up in a listing of
+that directory; only the listing's path is opened, and nothing there is a pickle (``*.pkl`` files of earlier versions
+are reported, never read).
 """
 
 from __future__ import annotations
 
 import math
-import pickle
 import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -23,11 +26,12 @@ from pydantic import BaseModel, Field
 from search import analysis
 from search.engines.embedded import stem
 from search.engines.embedded_terms import ID_QUERY_RE, TermIndex
-from search.errors import InvalidRequest, NotFound
+from search.errors import IndexMissing, InvalidRequest, NotFound
 from search.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.models import Term, TermHit
-from search.ontology import (GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, Ontology, canonical_label, spec_for_id,
-                             write_pickle_atomic)
+from search.names import check_ontology, is_valid, lookup
+from search.ontology import (GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, SUFFIX, Ontology, canonical_label, read_json,
+                             spec_for_id, write_json_atomic)
 from search.ontology import CANONICAL  # the patterns of canonical_label, for a one-pass pre-check
 
 ASPECTS = ("P", "F", "C")
@@ -35,6 +39,10 @@ MAX_LIMIT = 100
 MAX_QUERY_CHARS = 1000
 FLYAOC_NOT_FOUND = "Term not found in ontology"
 FLYAOC_BAD_PREFIX = "Unknown ontology prefix. Use GO:, FBbt:, or FBdv:"
+#: file names under ``<data_dir>/ontologies``: the compact ontology and the re-ranker's model
+ONTOLOGY_FILE = ".ontology" + SUFFIX
+MODEL_FILE = ".rerank" + SUFFIX
+LEGACY_FILE = ".pkl"
 
 
 class TermRef(BaseModel):
@@ -107,31 +115,54 @@ class TermService:
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
     def ontology_path(self, name: str) -> Path:
-        return self.data_dir / "ontologies" / f"{name}.pkl"
+        """Where the indexer writes ontology ``name`` (readers go through :meth:`_listing`)."""
+        return self.data_dir / "ontologies" / (check_ontology(name) + ONTOLOGY_FILE)
+
+    def _listing(self) -> tuple[dict[str, Path], set[str]]:
+        """The registry: indexed ontology name → its file, and names only found as pickles of earlier versions."""
+        d = self.data_dir / "ontologies"
+        found: dict[str, Path] = {}
+        legacy: set[str] = set()
+        try:
+            entries = list(d.iterdir())
+        except OSError:
+            return found, legacy
+        for p in entries:
+            if p.name.endswith(ONTOLOGY_FILE) and is_valid("ontology", n := p.name[:-len(ONTOLOGY_FILE)]):
+                found[n] = p
+            elif p.name.endswith(LEGACY_FILE) and is_valid("ontology", n := p.name[:-len(LEGACY_FILE)]):
+                legacy.add(n)
+        return found, legacy - set(found)
 
     def names(self) -> list[str]:
-        d = self.data_dir / "ontologies"
-        return sorted(p.stem for p in d.glob("*.pkl")) if d.is_dir() else []
+        return sorted(self._listing()[0])
 
     def valid_names(self) -> list[str]:
         return sorted(set(KNOWN) | set(self.names()))
 
     def ontology(self, name: str) -> Ontology:
-        """The named ontology as last indexed (reloaded when the indexer rewrote it)."""
-        path = self.ontology_path(name)
+        """The named ontology as last indexed (reloaded when the indexer rewrote it). A malformed name is a 422, an
+        unknown one a 404 listing the indexed names, before any file is opened."""
+        check_ontology(name)
+        found, legacy = self._listing()
+        run = f"run `flysift index ontology FILE --name {name}`"
+        hint = (f"ontologies/{name}{LEGACY_FILE} is a pickle of an earlier flysift, which is no longer read: re-{run}"
+                if name in legacy else f"it is not indexed: {run}" if name in KNOWN else "")
+        path = found[lookup("ontology", name, found, hint=hint)]
         try:
             mtime = path.stat().st_mtime_ns
-        except (FileNotFoundError, OSError):
-            if name in KNOWN:
-                raise NotFound(f"ontology {name!r} is not indexed in {self.data_dir}: run "
-                               f"`flysift index ontology FILE --name {name}`", details={"indexed": self.names()}) from None
-            raise InvalidRequest(f"unknown ontology {name!r}", details={"valid": self.valid_names()}) from None
+        except OSError:   # removed since the listing
+            raise NotFound(f"unknown ontology name {name!r}: {run}", details={"valid": self.names()}) from None
         cached = self._onts.get(name)
         if cached is None or cached[0] != mtime:
             with self._lock:
                 cached = self._onts.get(name)
                 if cached is None or cached[0] != mtime:
-                    cached = (mtime, Ontology.read(path))
+                    try:
+                        cached = (mtime, Ontology.read(path))
+                    except (OSError, ValueError) as e:
+                        raise IndexMissing(f"ontology {name!r} cannot be read ({str(e)[:300]}): re-{run}",
+                                           details={"ontology": name}) from None
                     self._onts[name] = cached
         return cached[1]
 
@@ -143,27 +174,23 @@ class TermService:
         return n
 
     def model_path(self, name: str) -> Path:
-        return self.data_dir / "ontologies" / f"{name}.rerank"   # not *.pkl: those are the ontologies
+        return self.data_dir / "ontologies" / (check_ontology(name) + MODEL_FILE)
 
     def _save_model(self, name: str, model: RerankModel) -> None:
         """Keep the re-ranker's model beside the ontology (written after it, atomically), so that a service does
         not learn it again on its first search (tens of seconds for GO on a busy machine)."""
-        write_pickle_atomic(self.model_path(name), model)
+        write_json_atomic(self.model_path(name), model.state())
 
     def _load_model(self, ont: Ontology) -> RerankModel | None:
-        """The saved model, when it was written after the ontology file the service loaded (else None)."""
+        """The saved model, when it was written after the ontology file the service loaded and reads back (else
+        None: the caller learns it again)."""
         path = self.model_path(ont.name)
         try:
             if path.stat().st_mtime_ns < self.ontology_path(ont.name).stat().st_mtime_ns:
                 return None
-            with open(path, "rb") as fh:
-                model = pickle.load(fh)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+            return RerankModel.from_state(read_json(path), ont)
+        except (OSError, ValueError):
             return None
-        if not isinstance(model, RerankModel) or len(model.labels) != len(ont):
-            return None
-        model.index = ont.row_of
-        return model
 
     def _locate(self, term_id: str) -> tuple[Ontology, str]:
         """The ontology holding ``term_id`` and its primary id: 422 for a malformed id, 404 for an unknown one."""
@@ -579,6 +606,54 @@ class RerankModel:
                     window = letters[j:j + k]
                     if len(window) == k and all(window):
                         self.initials.setdefault("".join(window), []).append(i)
+
+    #: the layout of :meth:`state`; a saved model of another format is learned again
+    FORMAT = 1
+
+    def state(self) -> dict[str, Any]:
+        """What :meth:`from_state` needs, as JSON-ready flat lists (learning it again takes seconds to minutes)."""
+        labels = [sorted(lab) for labs in self.labels for lab in labs]
+        rules = [[list(lhs), [[list(r), c] for r, c in rhs]] for lhs, rhs in self.rules.items()]
+        return {"format": self.FORMAT, "terms": len(self.labels), "labels": [len(labs) for labs in self.labels],
+                "sizes": [len(lab) for lab in labels], "stems": [t for lab in labels for t in lab],
+                "weights": [w for ws in self.label_weights for w in ws], "idf": self.idf,
+                "unknown_idf": self.unknown_idf, "rules": rules,
+                "name_words": [len(ws) for ws in self.names_words], "words": [w for ws in self.names_words for w in ws],
+                "initials": self.initials}
+
+    @classmethod
+    def from_state(cls, state: Any, ont: Ontology) -> "RerankModel":
+        """The model :meth:`state` saved, for ``ont``; ``ValueError`` when it is malformed or of another ontology."""
+        if not isinstance(state, dict) or state.get("format") != cls.FORMAT or state.get("terms") != len(ont):
+            raise ValueError("not a re-ranker model of this ontology")
+        self = cls.__new__(cls)
+        try:
+            it = iter(state["stems"])
+            flat = [frozenset(islice(it, n)) for n in state["sizes"]]
+            if len(state["stems"]) != sum(state["sizes"]) or len(state["weights"]) != len(flat) or \
+                    sum(state["labels"]) != len(flat) or len(state["labels"]) != len(ont):
+                raise ValueError("label columns do not add up")
+            self.labels, self.label_weights = [], []
+            at = 0
+            for n in state["labels"]:
+                self.labels.append(flat[at:at + n])
+                self.label_weights.append(state["weights"][at:at + n])
+                at += n
+            words_it = iter(state["words"])
+            self.names_words = [list(islice(words_it, n)) for n in state["name_words"]]
+            self.idf = {str(k): float(v) for k, v in state["idf"].items()}
+            self.unknown_idf = float(state["unknown_idf"])
+            self.rules = {tuple(lhs): [(tuple(r), int(c)) for r, c in rhs] for lhs, rhs in state["rules"]}
+            self.initials = {str(k): [int(i) for i in v] for k, v in state["initials"].items()}
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"malformed re-ranker model ({type(e).__name__})") from None
+        if len(self.names_words) != len(ont):
+            raise ValueError("name words do not match the ontology")
+        self.max_lhs = max((len(k) for k in self.rules), default=0)
+        self.index = ont.row_of
+        self._defs = ont.columns["defs"]
+        self._def_stems = {}
+        return self
 
     def expansions(self, token: str) -> list[tuple[str, ...]]:
         """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)

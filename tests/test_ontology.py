@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -61,14 +62,26 @@ def test_cache_is_used_and_keyed_by_content(tmp_path):
     shutil.copy(FIX / "mini.obo", obo)
     cache = tmp_path / "cache"
     first = Ontology.load(obo, "go", cache_dir=cache)
-    files = list(cache.glob("go-*.pkl"))
+    files = list(cache.glob("go-*.json.gz"))
     assert len(files) == 1
     again = Ontology.load(obo, "go", cache_dir=cache)
     assert again.sha256 == first.sha256 and list(again.ids) == list(first.ids)
     obo.write_text(obo.read_text().replace("name: nucleus\n", "name: cell nucleus proper\n"))
     changed = Ontology.load(obo, "go", cache_dir=cache)
     assert changed.get("GO:0005634").name == "cell nucleus proper"
-    assert len(list(cache.glob("go-*.pkl"))) == 2
+    assert len(list(cache.glob("go-*.json.gz"))) == 2
+
+
+def test_compact_form_is_json_and_reads_back_the_same(tmp_path):
+    """The compact form is gzipped JSON (no pickle: a planted file cannot run code) and loses nothing."""
+    fresh = Ontology.load(FIX / "mini.obo", "go", use_cache=False)
+    fresh.save(tmp_path / "go.json.gz")
+    assert json.loads(gzip.decompress((tmp_path / "go.json.gz").read_bytes()))["ids"] == list(fresh.ids)
+    back = Ontology.read(tmp_path / "go.json.gz")
+    assert back.sha256 == fresh.sha256 and back.columns == fresh.columns
+    assert [t.model_dump() for t in back.terms()] == [t.model_dump() for t in fresh.terms()]
+    with pytest.raises(ValueError, match="mini.obo"):                      # not ours: the error names the file
+        Ontology.read(FIX / "mini.obo")
 
 
 def test_gzipped_obo_loads(tmp_path):

@@ -13,7 +13,7 @@ from search.engines.embedded_terms import TermIndex
 from search.errors import InputError, InvalidRequest, NotFound
 from search.models import Synonym, Term
 from search.ontology import Ontology
-from search.terms import TermService
+from search.terms import RerankModel, TermService
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -115,9 +115,11 @@ def test_lookup_alt_obsolete_unknown_malformed(svc):
     with pytest.raises(InvalidRequest) as e:
         svc.lookup("GO:12")
     assert any("GO:" in v for v in e.value.details["valid"])
-    with pytest.raises(InvalidRequest) as e:
+    with pytest.raises(NotFound) as e:                                      # well-formed, unknown: 404
         svc.search("nosuch", "x")
-    assert {"go", "fbbt", "fbdv"} <= set(e.value.details["valid"])
+    assert e.value.details["valid"] == ["fbbt", "go"]                       # what can be searched here
+    with pytest.raises(InvalidRequest):                                     # malformed: 422
+        svc.search("No Such", "x")
     with pytest.raises(NotFound):
         svc.search("fbdv", "embryo")                                       # known, but not indexed here
 
@@ -172,7 +174,8 @@ def test_api_endpoints(data_dir):
     assert c.get("/v1/terms/GO:0999999").status_code == 404
     bad = c.get("/v1/terms/GO:12")
     assert bad.status_code == 422 and bad.json()["error"]["details"]["valid"]
-    assert c.get("/v1/terms/search", params={"ontology": "nope", "q": "x"}).status_code == 422
+    assert c.get("/v1/terms/search", params={"ontology": "nope", "q": "x"}).status_code == 404
+    assert c.get("/v1/terms/search", params={"ontology": "go\x00", "q": "x"}).status_code == 422
     hidden = c.get("/v1/terms/GO:0001745", params={"hidden": "flyaoc"})
     assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "term_hidden"
     anc = c.get("/v1/terms/GO:0031981/ancestors").json()
@@ -246,4 +249,7 @@ def test_rerank_model_saved_at_indexing(data_dir):
     assert fresh.model_path("go").is_file()
     model = fresh._load_model(ont)
     assert model is not None and len(model.labels) == len(ont) and model.index is ont._index
+    learned = RerankModel(ont)                                              # what was saved reads back the same
+    for attr in ("labels", "label_weights", "idf", "unknown_idf", "rules", "max_lhs", "names_words", "initials"):
+        assert getattr(model, attr) == getattr(learned, attr), attr
     assert ids(fresh.search("go", "cell nucleus"))[0] == "GO:0005634"

@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from search import analysis
 from search.errors import FlysiftError, IndexMissing
+from search.names import check_collection
 from search.models import (
     IndexStats, Paper, PaperHit, PaperSearchResults, Passage, PassageHit, PassageSearchResults, Term, TermHit,
 )
@@ -291,7 +292,7 @@ class EmbeddedEngine:
     def __init__(self, data_dir: Path | str, collection: str = DEFAULT_COLLECTION):
         self.data_dir = Path(data_dir)
         self.collection = collection
-        self.dir = self.data_dir / "collections" / collection
+        self.dir = self.data_dir / "collections" / check_collection(collection)   # a name, never a path
         self._reader: _Reader | None = None
         self._current_stat: tuple[int, int] | None = None
         self._lock = threading.Lock()

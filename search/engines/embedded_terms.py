@@ -29,13 +29,15 @@ import tantivy
 
 from search import analysis
 from search.engines.embedded import ANALYZERS, analyze
-from search.errors import IndexMissing, InvalidRequest
+from search.errors import IndexMissing, NotFound
 from search.models import Term, TermHit
+from search.names import PATTERNS, check_ontology, is_valid, lookup
 from search.ontology import canonical_label
 
 WRITER_HEAP = 64_000_000
 DEFINITION_CHARS = 300
-NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+#: ontology names (one home: :mod:`search.names`); kept here for the cluster engine's term aliases
+NAME_RE = PATTERNS["ontology"]
 ID_QUERY_RE = re.compile(r"\s*([A-Za-z][A-Za-z0-9_]*:[A-Za-z0-9_.\-]+)\s*")
 
 #: text field → boost (dis-max: a term's best field counts, plus TIE × the others)
@@ -129,7 +131,7 @@ class TermIndex:
         """Ontologies with a live index."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_symlink() and not p.name.startswith("."))
+        return sorted(p.name for p in self.root.iterdir() if p.is_symlink() and is_valid("ontology", p.name))
 
     def count(self, ontology_name: str) -> int:
         return self._searcher(ontology_name).num_docs
@@ -137,19 +139,18 @@ class TermIndex:
     def counts(self) -> dict[str, int]:
         return {n: self.count(n) for n in self.names()}
 
-    def _check_name(self, name: str) -> None:
-        if not NAME_RE.fullmatch(name):
-            raise InvalidRequest(f"ontology name {name!r} must match {NAME_RE.pattern}",
-                                 details={"valid": self.names()})
+    @staticmethod
+    def _check_name(name: str) -> None:
+        check_ontology(name)
 
     def _searcher(self, name: str) -> tantivy.Searcher:
-        self._check_name(name)
-        link = self.root / name
+        """The open index of a name found among :meth:`names` (a malformed name is a 422, an unknown one a 404)."""
+        link = self.root / lookup("ontology", name, self.names(), hint="it has no term index")
         try:
             target = os.readlink(link)
-        except (FileNotFoundError, OSError):
-            raise InvalidRequest(f"no term index for ontology {name!r} in {self.root.parent}",
-                                 details={"valid": self.names()}) from None
+        except OSError:   # removed since the listing
+            raise NotFound(f"unknown ontology name {name!r}: it has no term index",
+                           details={"valid": self.names()}) from None
         cached = self._open.get(name)
         if cached is None or cached[0] != target:
             with self._lock:
