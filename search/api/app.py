@@ -61,10 +61,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.exception("unhandled error")
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
 
-    from search.api import papers, sessions, terms
+    from search.api import openapi, papers, sessions, terms
 
     app.state.terms = TermService(settings.data_dir)
     app.include_router(papers.router)
     app.include_router(sessions.router)
     app.include_router(terms.router)
+    openapi.install(app, settings)  # the served document declares the real errors, auth and bounds
     return app
