@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     max_page_size: int = 100
     max_offset: int = 10_000
     default_paper_max_chars: int = 40_000
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "
+                                "collection builds send papers in batches under it")
 
     # service
     host: str = "127.0.0.1"

@@ -36,6 +36,18 @@ class InvalidRequest(FlysiftError):
     code = "invalid_request"
 
 
+class InvalidJson(FlysiftError):
+    """The body is not JSON at all (syntax, encoding, ``NaN``): nothing of it was read."""
+
+    status = 400
+    code = "invalid_json"
+
+
+class PayloadTooLarge(FlysiftError):
+    status = 413
+    code = "body_too_large"
+
+
 class LimitExceeded(FlysiftError):
     status = 422
     code = "limit_exceeded"

@@ -7,9 +7,9 @@ Each clause names the text view it targets; the engine analyses ``text`` with th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 #: Field weights for paper search; passages have a single text field.
 FIELD_BOOSTS: dict[str, float] = {"title": 3.0, "abstract": 2.0, "body": 1.0}
@@ -29,11 +29,22 @@ class Clause(BaseModel):
     name: str | None = None
 
 
+#: bounds of a filter as a request may send it (a year is four digits; lists are what one query can carry)
+MAX_YEAR = 9999
+MAX_FILTER_PMCIDS = 10_000
+MAX_FILTER_SECTIONS = 64
+
+
 class Filters(BaseModel):
-    year_from: int | None = None
-    year_to: int | None = None
-    section_types: list[str] | None = Field(None, description="Papers having / passages in one of these section types")
-    pmcids: list[str] | None = None
+    """Restrictions of a search. Unknown keys are refused (``year_form`` is a typo, not a filter that is off)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    year_from: int | None = Field(None, ge=0, le=MAX_YEAR)
+    year_to: int | None = Field(None, ge=0, le=MAX_YEAR)
+    section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
+        None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
+    pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)
 
 
 class EngineQuery(BaseModel):

@@ -15,15 +15,17 @@ The rules live here, independent of HTTP and of the store:
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from search.errors import FlysiftError, InvalidRequest
+from search.inputs import bounded_stored, quoted
 from search.lexicon import Lexicon
 from search.models import Gene
 
@@ -31,6 +33,11 @@ SynonymPolicy = Literal["none", "snapshot", "registered", "full"]
 BudgetPolicy = Literal["distinct", "flyaoc"]
 MAX_PAPERS = 1000
 MAX_NAME_CHARS = 200
+MAX_GENE_REF_CHARS = 200
+MAX_HIDDEN_IDS = 10_000
+MAX_TERM_ID_CHARS = 64
+#: what ``new_session_id`` makes (old stores hold the same shape); anything else is refused before a lookup
+SESSION_ID = re.compile(r"ses_[A-Za-z0-9_-]{1,64}")
 #: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read)
 READ_TOOLS = frozenset({"get_paper"})
 T = TypeVar("T")
@@ -72,19 +79,27 @@ class HiddenSpec(BaseModel):
         return list(dict.fromkeys(v))
 
 
+class HiddenTerms(HiddenSpec):
+    """Hidden terms as a request gives them: the stored :class:`HiddenSpec`, with bounds on what may be sent."""
+
+    ids: list[Annotated[str, StringConstraints(min_length=3, max_length=MAX_TERM_ID_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_HIDDEN_IDS, description="Term ids, e.g. GO:0005634")
+
+
 class SessionCreate(BaseModel):
     """Body of POST /v1/sessions."""
 
     model_config = ConfigDict(extra="forbid")
 
-    gene: str = Field(description="FlyBase id (FBgn…) or current symbol (case-sensitive)")
-    team: str | None = Field(None, description="With auth on, the key's team (may be omitted); with auth off, "
-                                               "any label (default 'local')")
+    gene: str = Field(min_length=1, max_length=MAX_GENE_REF_CHARS,
+                      description="FlyBase id (FBgn…) or current symbol (case-sensitive)")
+    team: str | None = Field(None, max_length=64, description="With auth on, the key's team (may be omitted); with "
+                                                              "auth off, any label (default 'local')")
     max_papers: int = Field(16, ge=1, le=MAX_PAPERS, description="Reading budget")
     budget_policy: BudgetPolicy = Field("distinct", description="distinct: one unit per distinct paper; "
                                                                 "flyaoc: one unit per get_paper_text call")
     synonym_policy: SynonymPolicy = "snapshot"
-    hidden_terms: HiddenSpec | None = None
+    hidden_terms: HiddenTerms | None = None
     label: str | None = Field(None, max_length=200, description="Free text, e.g. the harness and run name")
 
 
@@ -119,6 +134,26 @@ class ReadCharge(BaseModel):
     max_papers: int
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def _from_stored(cls: type[M], raw: str | bytes, unreadable: dict[str, Any]) -> M:
+    """A stored record, read even when an older version stored what the fast parser refuses (e.g. a body nested 200
+    deep): such values are cut (``search.inputs.bounded``); a record no parser can read becomes ``unreadable``."""
+    try:
+        return cls.model_validate_json(raw)
+    except ValidationError:
+        pass
+    data = bounded_stored(raw)
+    if isinstance(data, dict):
+        try:
+            return cls.model_validate(data)
+        except ValidationError:
+            pass
+    seq = re.match(rb'\{"seq":(\d{1,18})[,}]', raw if isinstance(raw, bytes) else raw.encode("utf-8", "replace"))
+    return cls.model_validate({**unreadable, "seq": int(seq.group(1)) if seq else 0})
+
+
 class TraceEvent(BaseModel):
     seq: int = 0
     time: float
@@ -131,6 +166,12 @@ class TraceEvent(BaseModel):
     status: int
     error: dict[str, Any] | None = None
 
+    @classmethod
+    def from_stored(cls, raw: str | bytes) -> TraceEvent:
+        return _from_stored(cls, raw, {"time": 0.0, "tool": "(unreadable)", "latency_ms": 0.0, "status": 0,
+                                       "error": {"code": "unreadable_record", "message": "This event was stored "
+                                                 "in a form that cannot be read back."}})
+
 
 class Submission(BaseModel):
     seq: int = 0
@@ -138,6 +179,12 @@ class Submission(BaseModel):
     annotations: dict[str, Any]
     report: dict[str, Any]
     valid: bool
+
+    @classmethod
+    def from_stored(cls, raw: str | bytes) -> Submission:
+        return _from_stored(cls, raw, {"time": 0.0, "annotations": {}, "valid": False,
+                                       "report": {"errors": ["This submission was stored in a form that cannot be "
+                                                             "read back."]}})
 
 
 class Coverage(BaseModel):
@@ -155,10 +202,20 @@ def new_session_id() -> str:
     return "ses_" + secrets.token_urlsafe(12)
 
 
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if it is shaped like one (:data:`SESSION_ID`), else 422: ids are looked up, never guessed at."""
+    if not SESSION_ID.fullmatch(session_id):
+        raise InvalidRequest(f"Invalid session id {quoted(session_id)}: session ids look like ses_… as "
+                             "POST /v1/sessions returns them.", details={"field": "session_id",
+                                                                         "pattern": SESSION_ID.pattern})
+    return session_id
+
+
 def new_session(body: SessionCreate, team: str, gene: Gene) -> Session:
+    hidden = HiddenSpec.model_validate(body.hidden_terms.model_dump()) if body.hidden_terms else None
     return Session(id=new_session_id(), team=team, gene=gene, max_papers=body.max_papers,
                    budget_policy=body.budget_policy, synonym_policy=body.synonym_policy,
-                   hidden_terms=body.hidden_terms, label=body.label, created_at=time.time())
+                   hidden_terms=hidden, label=body.label, created_at=time.time())
 
 
 def clean_names(names: Iterable[str]) -> list[str]:

@@ -250,7 +250,7 @@ class SqliteStore:
     def trace(self, session_id: str, after: int = 0, limit: int = 1000) -> list[TraceEvent]:
         rows = self._conn().execute("SELECT event FROM trace WHERE session_id=? AND seq>? ORDER BY seq LIMIT ?",
                                     (session_id, after, limit))
-        return [TraceEvent.model_validate_json(r[0]) for r in rows]
+        return [TraceEvent.from_stored(r[0]) for r in rows]  # tolerates what older versions stored
 
     def add_submission(self, session_id: str, submission: Submission) -> int:
         with self._tx() as db:
@@ -264,4 +264,4 @@ class SqliteStore:
 
     def submissions(self, session_id: str) -> list[Submission]:
         rows = self._conn().execute("SELECT body FROM submissions WHERE session_id=? ORDER BY seq", (session_id,))
-        return [Submission.model_validate_json(r[0]) for r in rows]
+        return [Submission.from_stored(r[0]) for r in rows]

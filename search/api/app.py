@@ -7,13 +7,17 @@ import logging
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from search import __version__
 from search.api.deps import TraceMiddleware, load_lexicon, principal
+from search.api.guard import InputGuard, error_response
 from search.auth import RateLimiter
 from search.config import Settings
 from search.errors import FlysiftError
+from search.inputs import QUOTE_CHARS, clip
 from search.service import SearchService
 from search.terms import TermService
 from search.store import open_store
@@ -21,9 +25,47 @@ from search.store import open_store
 log = logging.getLogger("flysift.api")
 
 
+#: validation errors listed in one answer (a list of 10,000 bad items gets the first ones)
+MAX_LISTED_ERRORS = 20
+
+
 def _error(status: int, code: str, message: str, details: dict | None = None, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message, "details": details or {}}}, status_code=status,
-                        headers=headers)
+    return error_response(status, code, message, details, headers)
+
+
+def _field(loc: tuple) -> str:
+    """A pydantic error location as a field path: ``("body", "filters", "year_form")`` → ``filters.year_form``,
+    list indexes as ``[i]``; query, path and header parameters keep their prefix (``query.offset``)."""
+    out = ""
+    for p in loc[1:] if loc and loc[0] == "body" else loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return clip(out or "body", QUOTE_CHARS)
+
+
+def _shadowed_methods(app: FastAPI, routers: list) -> None:
+    """``GET /v1/papers/search`` must be 405 (the path exists for POST), not ``GET /v1/papers/{pmcid}`` with pmcid
+    "search": for each fixed path, a hidden route, added before the routers, answers 405 for the methods a
+    parameterised route would steal."""
+    routes = [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
+    added: set[tuple[str, str]] = set()
+    for fixed in routes:
+        if fixed.param_convertors:
+            continue
+        scope = {"type": "http", "path": fixed.path, "root_path": ""}
+        allow = sorted(set().union(*(r.methods for r in routes if r.path == fixed.path)))
+        for other in routes:
+            stolen = [m for m in sorted(other.methods - set(allow) - {"HEAD"}) if (fixed.path, m) not in added]
+            if other.param_convertors and stolen and other.matches({**scope, "method": stolen[0]})[0] == Match.FULL:
+                added.update((fixed.path, m) for m in stolen)
+                app.add_api_route(fixed.path, _method_not_allowed(allow), methods=stolen, include_in_schema=False)
+
+
+def _method_not_allowed(allow: list[str]):
+    def method_not_allowed() -> None:
+        raise StarletteHTTPException(405, f"Method not allowed; this path takes {', '.join(allow)}.",
+                                     headers={"Allow": ", ".join(allow)})
+
+    return method_not_allowed
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -40,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.lexicon = load_lexicon(settings.lexicon, settings.data_dir)
     app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
     app.add_middleware(TraceMiddleware)
+    app.add_middleware(InputGuard)  # outermost: hostile bodies and URLs never reach the trace or a route
 
     @app.exception_handler(FlysiftError)
     async def _flysift_error(_: Request, exc: FlysiftError):
@@ -47,8 +90,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError):
-        errors = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "message": e["msg"]} for e in exc.errors()]
-        msg = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        raw = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in raw):  # InputGuard reads JSON bodies first; kept for safety
+            return _error(400, "invalid_json", "The body is not valid JSON.", {"field": "body"})
+        errors = [{"field": _field(tuple(e["loc"])), "message": clip(e["msg"], QUOTE_CHARS)}
+                  for e in raw[:MAX_LISTED_ERRORS]]
+        more = f" (and {len(raw) - len(errors)} more)" if len(raw) > len(errors) else ""
+        msg = "; ".join(f"{e['field']}: {e['message']}" for e in errors) + more
         return _error(422, "invalid_request", f"Invalid request: {msg}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
@@ -64,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from search.api import openapi, papers, sessions, terms
 
     app.state.terms = TermService(settings.data_dir)
+    _shadowed_methods(app, [papers.router, sessions.router, terms.router])
     app.include_router(papers.router)
     app.include_router(sessions.router)
     app.include_router(terms.router)

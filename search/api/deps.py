@@ -21,7 +21,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from search.auth import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
 from search.errors import FlysiftError, NotFound
 from search.lexicon import Lexicon
-from search.sessions import Session, TraceEvent
+from search.inputs import bounded
+from search.sessions import Session, TraceEvent, check_session_id
 from search.store import SessionStore, session_not_found
 
 #: paths anyone may call, even with auth on
@@ -31,6 +32,8 @@ ID_KEYS = ("pmcid", "passage_id", "go_id", "fbbt_id", "fbdv_id", "term_id")
 MAX_RETURNED_IDS = 500
 MAX_CAPTURE_BYTES = 4_000_000
 SESSION_HEADER = "X-Session-Id"
+#: rate-limit bucket prefix for failed authentications of one key id
+FAILED_BUCKET = "failed:"
 
 _bearer = HTTPBearer(auto_error=False,
                      description="An API key from `flysift admin create-key` (when FLYSIFT_AUTH=true)")
@@ -72,8 +75,14 @@ def principal(request: Request, creds: HTTPAuthorizationCredentials | None = Dep
             raise Unauthorized("Missing API key: send 'Authorization: Bearer fsk_…' (keys come from "
                                "`flysift admin create-key`).")
         key = creds.credentials
-        p = verify(key, store(request).get_key(key_id_of(key)))
+        key_id = key_id_of(key)
         limiter: RateLimiter = request.app.state.limiter
+        try:
+            p = verify(key, store(request).get_key(key_id))
+        except Unauthorized:
+            # wrong secrets for a key id are limited in their own bucket, so they cannot lock the key's owner out
+            limiter.hit(FAILED_BUCKET + key_id)
+            raise
         limiter.hit(p.key_id or "")
     request.state.principal = p
     return p
@@ -86,7 +95,7 @@ def require_admin(p: Principal = Depends(principal)) -> Principal:
 
 def owned_session(request: Request, session_id: str, p: Principal) -> Session:
     """The session if the caller's team owns it (any session with auth off); another team's id is a 404."""
-    s = store(request).get_session(session_id)
+    s = store(request).get_session(check_session_id(session_id))
     if s is None or (request.app.state.settings.auth and s.team != p.team):
         raise session_not_found(session_id)
     return s
@@ -133,7 +142,7 @@ def returned_ids(body: Any) -> list[str]:
 def _json(raw: bytes) -> Any:
     try:
         return json.loads(raw) if raw else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -167,7 +176,7 @@ class TraceMiddleware:
             endpoint = scope.get("endpoint")
             args: dict[str, Any] = dict(scope.get("path_params") or {})
             query: dict[str, list[str]] = {}
-            for k, v in parse_qsl(scope.get("query_string", b"").decode(), keep_blank_values=True):
+            for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
                 query.setdefault(k, []).append(v)
             args.update({k: v[0] if len(v) == 1 else v for k, v in query.items()})
             body = _json(b"".join(body_in))
@@ -178,7 +187,7 @@ class TraceMiddleware:
             if status["code"] >= 400 and error is None:
                 error = {"code": "http_error", "message": f"HTTP {status['code']}"}
             ev = TraceEvent(time=started, tool=getattr(endpoint, "__name__", scope.get("path", "")),
-                            method=scope.get("method", ""), path=scope.get("path", ""), arguments=args,
+                            method=scope.get("method", ""), path=scope.get("path", ""), arguments=bounded(args),
                             returned_ids=[] if error else returned_ids(out),
                             latency_ms=round((time.perf_counter() - t0) * 1000, 3), status=status["code"], error=error)
             st: SessionStore = scope["app"].state.store

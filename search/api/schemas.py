@@ -6,8 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search.models import Paper
+from search.models import Paper, Section
+from search.names import COLLECTION_PATTERN
 from search.query import Filters
+from search.sessions import MAX_GENE_REF_CHARS
+
+#: papers one build request may carry (the body is also bounded in bytes: ``FLYSIFT_MAX_BODY_BYTES``)
+MAX_BUILD_PAPERS = 10_000
 
 
 class SearchRequest(BaseModel):
@@ -18,15 +23,31 @@ class SearchRequest(BaseModel):
     offset: int = 0
     filters: Filters | None = None
     snippets: bool | None = Field(None, description="Highlighted snippets (default: off for papers, on for passages)")
-    collection: str = "default"
-    gene: str | None = Field(None, description="Expand the query with this gene's names (FlyBase id or symbol), per the session's synonym policy")
+    collection: str = Field("default", pattern=f"^(?:{COLLECTION_PATTERN})$")
+    gene: str | None = Field(None, min_length=1, max_length=MAX_GENE_REF_CHARS,
+                             description="Expand the query with this gene's names (FlyBase id or symbol), per the "
+                                         "session's synonym policy")
     mode: Literal["bm25", "dense", "hybrid"] = Field(
         "bm25", description="bm25 (default); dense: passage embeddings (needs the collection's dense index, else 409 "
                             "dense_unavailable); hybrid: reciprocal-rank fusion of both. Echoed as query.mode")
 
 
+class SectionIn(Section):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PaperIn(Paper):
+    """A paper as a build request sends it: unknown keys (``abstarct``) are refused, not dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sections: list[SectionIn] = Field(default_factory=list)
+
+
 class BuildPapers(BaseModel):
-    papers: list[Paper]
+    model_config = ConfigDict(extra="forbid")
+
+    papers: list[PaperIn] = Field(max_length=MAX_BUILD_PAPERS)
 
 
 class ErrorBody(BaseModel):

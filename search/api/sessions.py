@@ -6,20 +6,28 @@ this). Submissions and name registrations name the session in the path and are t
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from search.api.deps import lexicon, owned_session, principal, store, trace_into
 from search.auth import Forbidden, Principal, check_team_name
-from search.errors import InvalidRequest
-from search.sessions import (Coverage, Session, SessionCreate, Submission, TraceEvent, cited_pmcids, clean_names,
-                             coverage, hidden_ids_for, new_session)
+from search.errors import InvalidRequest, PayloadTooLarge
+from search.inputs import INT64_MAX
+from search.sessions import (MAX_NAME_CHARS, Coverage, Session, SessionCreate, Submission, TraceEvent, cited_pmcids,
+                             clean_names, coverage, hidden_ids_for, new_session)
 from search.validation import ValidationReport, lookup_in, validate_output
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+#: a session lists at most this far: offset + limit stays within a cluster's default result window (10,000)
+MAX_LIST_OFFSET = 9_000
+MAX_NAMES = 1_000
+#: a FlyAOC prediction object is a few KB; this bounds what one submission stores (twice: submission and trace)
+MAX_SUBMISSION_BYTES = 1_000_000
 
 
 class SessionList(BaseModel):
@@ -29,8 +37,11 @@ class SessionList(BaseModel):
 
 
 class NamesRequest(BaseModel):
-    names: list[str] = Field(description="Gene names the agent found (e.g. historical symbols); they expand "
-                                         "searches under the 'registered' synonym policy")
+    model_config = ConfigDict(extra="forbid")
+
+    names: list[Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]] = Field(
+        max_length=MAX_NAMES, description="Gene names the agent found (e.g. historical symbols); they expand "
+                                          "searches under the 'registered' synonym policy")
 
 
 class NamesResponse(BaseModel):
@@ -73,7 +84,8 @@ def create_session(body: SessionCreate, request: Request, p: Principal = Depends
 @router.get("", response_model=SessionList)
 def list_sessions(request: Request, p: Principal = Depends(principal),
                   team: str | None = Query(None, description="With auth off: whose sessions (default 'local')"),
-                  limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0)) -> SessionList:
+                  limit: int = Query(100, ge=1, le=1000),
+                  offset: int = Query(0, ge=0, le=MAX_LIST_OFFSET)) -> SessionList:
     """The caller's team's sessions, newest first."""
     who = p.team if request.app.state.settings.auth else check_team_name(team or p.team)
     return SessionList(sessions=store(request).list_sessions(who, limit, offset), limit=limit, offset=offset)
@@ -104,7 +116,7 @@ def register_names(session_id: str, body: NamesRequest, request: Request,
 
 @router.get("/{session_id}/trace", response_model=TraceResponse)
 def get_trace(session_id: str, request: Request, p: Principal = Depends(principal),
-              after: int = Query(0, ge=0, description="Only events with a larger sequence number"),
+              after: int = Query(0, ge=0, le=INT64_MAX, description="Only events with a larger sequence number"),
               limit: int = Query(1000, ge=1, le=10_000)) -> TraceResponse:
     """Every call made within the session, in order."""
     owned_session(request, session_id, p)
@@ -153,6 +165,10 @@ def submit(session_id: str, request: Request, p: Principal = Depends(principal),
     ``description`` instead); unknown and obsolete ids, caps and evidence from unread papers are warnings."""
     s = owned_session(request, session_id, p)
     trace_into(request, s)
+    size = len(json.dumps(annotations, ensure_ascii=False).encode())
+    if size > MAX_SUBMISSION_BYTES:
+        raise PayloadTooLarge(f"The submission is {size:,} bytes; at most {MAX_SUBMISSION_BYTES:,} are stored.",
+                              details={"field": "body", "max_bytes": MAX_SUBMISSION_BYTES})
     onts = _ontologies(request)
     go = next((o for o in onts if getattr(o, "name", "") == "go"), None)
     report = validate_output(annotations, lookup=lookup_in(onts) if onts else None,
