@@ -65,8 +65,26 @@ class Unavailable(FlysiftError):
 
 
 class IndexMissing(FlysiftError):
+    """No published index: the service is not ready yet (index, then retry). Engines raise :func:`index_missing`."""
+
     status = 503
     code = "index_missing"
+
+
+class CollectionNotFound(IndexMissing):
+    """A named collection without a published index does not exist: 404, which no retry changes."""
+
+    status = 404
+    code = "collection_not_found"
+
+
+#: the collection a service serves when a request names none; without an index it is "not ready", not "unknown"
+DEFAULT_COLLECTION = "default"
+
+
+def index_missing(collection: str, message: str, **kw: Any) -> IndexMissing:
+    """503 ``index_missing`` for the default collection, 404 ``collection_not_found`` for any other."""
+    return (IndexMissing if collection == DEFAULT_COLLECTION else CollectionNotFound)(message, **kw)
 
 
 class InputError(FlysiftError):

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from search import analysis
-from search.errors import FlysiftError, IndexMissing, LimitExceeded, Unavailable
+from search.errors import FlysiftError, IndexMissing, LimitExceeded, Unavailable, index_missing
 from search.models import (
     IndexStats, Paper, PaperHit, PaperSearchResults, Passage, PassageHit, PassageSearchResults, Reject, Section,
     Snippet, Term, TermHit,
@@ -508,8 +508,8 @@ class ClusterEngine:
                 raise Unavailable(f"The search cluster is overloaded or recovering ({e.message}). Retry later.",
                                   retry_after=2, details=e.details) from None
             if e.error_type == "index_not_found_exception":
-                raise IndexMissing(f"Collection {self.collection!r} has no index on the cluster yet ({e.message}): "
-                                   f"run `flysift index corpus …` first.", details=e.details) from None
+                raise index_missing(self.collection, f"Collection {self.collection!r} has no index on the cluster yet "
+                                    f"({e.message}): run `flysift index corpus …` first.", details=e.details) from None
             if "Result window is too large" in e.message:
                 raise LimitExceeded(f"Pages beyond 10,000 hits are not served; use the export (search_after). "
                                     f"{e.message}") from None
@@ -607,8 +607,8 @@ class ClusterEngine:
     def _live_index(self, kind: str) -> str:
         targets = self._alias_targets(self.alias(kind))
         if not targets:
-            raise IndexMissing(f"Collection {self.collection!r} has no published index on the cluster "
-                               f"(alias {self.alias(kind)}): run `flysift index corpus …` first.")
+            raise index_missing(self.collection, f"Collection {self.collection!r} has no published index on the "
+                                f"cluster (alias {self.alias(kind)}): run `flysift index corpus …` first.")
         return targets[0]
 
     # ---- write side -----------------------------------------------------------------------------------------------

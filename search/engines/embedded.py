@@ -36,7 +36,7 @@ import tantivy
 from pydantic import BaseModel
 
 from search import analysis
-from search.errors import FlysiftError, IndexMissing
+from search.errors import FlysiftError, index_missing
 from search.names import check_collection
 from search.models import (
     IndexStats, Paper, PaperHit, PaperSearchResults, Passage, PassageHit, PassageSearchResults, Term, TermHit,
@@ -309,8 +309,8 @@ class EmbeddedEngine:
         try:
             st = current.stat()
         except FileNotFoundError:
-            raise IndexMissing(f"Collection {self.collection!r} has no index yet in {self.data_dir}: "
-                               f"run `flysift index corpus …` (or `flysift demo`) first.") from None
+            raise index_missing(self.collection, f"Collection {self.collection!r} has no index yet in "
+                                f"{self.data_dir}: run `flysift index corpus …` (or `flysift demo`) first.") from None
         key = (st.st_mtime_ns, st.st_ino)
         if self._reader is None or key != self._current_stat:
             with self._lock:
