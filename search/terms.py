@@ -608,47 +608,69 @@ class RerankModel:
                         self.initials.setdefault("".join(window), []).append(i)
 
     #: the layout of :meth:`state`; a saved model of another format is learned again
-    FORMAT = 1
+    FORMAT = 2
 
     def state(self) -> dict[str, Any]:
-        """What :meth:`from_state` needs, as JSON-ready flat lists (learning it again takes seconds to minutes)."""
-        labels = [sorted(lab) for labs in self.labels for lab in labs]
-        rules = [[list(lhs), [[list(r), c] for r, c in rhs]] for lhs, rhs in self.rules.items()]
+        """What :meth:`from_state` needs, as flat JSON lists (learning it again takes seconds): label stems and name
+        words as numbers into one vocabulary (so they load as shared strings, as they were learned), rules as
+        space-joined words (words never contain spaces)."""
+        vocab: dict[str, int] = {}
+        code = lambda w: vocab.setdefault(w, len(vocab))  # noqa: E731
+        labels = [[code(t) for t in sorted(lab)] for labs in self.labels for lab in labs]
+        lhs = list(self.rules)
         return {"format": self.FORMAT, "terms": len(self.labels), "labels": [len(labs) for labs in self.labels],
                 "sizes": [len(lab) for lab in labels], "stems": [t for lab in labels for t in lab],
                 "weights": [w for ws in self.label_weights for w in ws], "idf": self.idf,
-                "unknown_idf": self.unknown_idf, "rules": rules,
-                "name_words": [len(ws) for ws in self.names_words], "words": [w for ws in self.names_words for w in ws],
-                "initials": self.initials}
+                "unknown_idf": self.unknown_idf, "name_words": [len(ws) for ws in self.names_words],
+                "words": [code(w) for ws in self.names_words for w in ws], "vocab": list(vocab),
+                "rules": [" ".join(k) for k in lhs], "rule_sizes": [len(self.rules[k]) for k in lhs],
+                "rhs": [" ".join(r) for k in lhs for r, _ in self.rules[k]],
+                "rhs_counts": [c for k in lhs for _, c in self.rules[k]], "initials": self.initials}
 
     @classmethod
     def from_state(cls, state: Any, ont: Ontology) -> "RerankModel":
-        """The model :meth:`state` saved, for ``ont``; ``ValueError`` when it is malformed or of another ontology."""
+        """The model :meth:`state` saved, for ``ont``; ``ValueError`` when it is malformed or of another ontology
+        (the structure and every index are checked, so a planted file can at worst mis-rank, never fail a search)."""
         if not isinstance(state, dict) or state.get("format") != cls.FORMAT or state.get("terms") != len(ont):
             raise ValueError("not a re-ranker model of this ontology")
         self = cls.__new__(cls)
         try:
-            it = iter(state["stems"])
-            flat = [frozenset(islice(it, n)) for n in state["sizes"]]
-            if len(state["stems"]) != sum(state["sizes"]) or len(state["weights"]) != len(flat) or \
-                    sum(state["labels"]) != len(flat) or len(state["labels"]) != len(ont):
-                raise ValueError("label columns do not add up")
+            vocab, stems_, words_, weights = state["vocab"], state["stems"], state["words"], state["weights"]
+            sizes, labels, name_words = state["sizes"], state["labels"], state["name_words"]
+            rules, rule_sizes, rhs, rhs_counts = state["rules"], state["rule_sizes"], state["rhs"], state["rhs_counts"]
+            initials = state["initials"]
+            if not all(isinstance(v, list) for v in (vocab, stems_, words_, weights, sizes, labels, name_words, rules,
+                                                     rule_sizes, rhs, rhs_counts)) or not isinstance(initials, dict):
+                raise ValueError("malformed re-ranker model")
+            if sum(sizes) != len(stems_) or sum(labels) != len(sizes) or len(weights) != len(sizes) or \
+                    len(labels) != len(ont) or sum(name_words) != len(words_) or len(name_words) != len(ont) or \
+                    len(rule_sizes) != len(rules) or sum(rule_sizes) != len(rhs) or len(rhs_counts) != len(rhs) or \
+                    min(sizes + labels + name_words + rule_sizes, default=0) < 0 or \
+                    not 0 <= min(stems_ + words_, default=0) <= max(stems_ + words_, default=0) < len(vocab) or \
+                    not all(0 <= min(v) <= max(v) < len(ont) for v in initials.values() if v):
+                raise ValueError("re-ranker model columns do not add up")
+            word = vocab.__getitem__
+            it = iter(stems_)
+            flat = [frozenset(map(word, islice(it, n))) for n in sizes]
             self.labels, self.label_weights = [], []
             at = 0
-            for n in state["labels"]:
+            for n in labels:
                 self.labels.append(flat[at:at + n])
-                self.label_weights.append(state["weights"][at:at + n])
+                self.label_weights.append(weights[at:at + n])
                 at += n
-            words_it = iter(state["words"])
-            self.names_words = [list(islice(words_it, n)) for n in state["name_words"]]
-            self.idf = {str(k): float(v) for k, v in state["idf"].items()}
+            it = iter(words_)
+            self.names_words = [list(map(word, islice(it, n))) for n in name_words]
+            self.idf = state["idf"]
             self.unknown_idf = float(state["unknown_idf"])
-            self.rules = {tuple(lhs): [(tuple(r), int(c)) for r, c in rhs] for lhs, rhs in state["rules"]}
-            self.initials = {str(k): [int(i) for i in v] for k, v in state["initials"].items()}
+            sides = iter(zip(rhs, rhs_counts))
+            self.rules = {tuple(k.split(" ")): [(tuple(r.split(" ")) if r else (), c) for r, c in islice(sides, n)]
+                          for k, n in zip(rules, rule_sizes)}
+            self.initials = initials
+            numbers = sum(weights) + sum(self.idf.values()) + sum(rhs_counts)   # a TypeError unless all numbers
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"malformed re-ranker model ({type(e).__name__})") from None
-        if len(self.names_words) != len(ont):
-            raise ValueError("name words do not match the ontology")
+        if not isinstance(numbers, float | int) or not all(isinstance(w, str) for w in vocab):
+            raise ValueError("malformed re-ranker model (weights or vocabulary)")
         self.max_lhs = max((len(k) for k in self.rules), default=0)
         self.index = ont.row_of
         self._defs = ont.columns["defs"]

@@ -24,7 +24,7 @@ from search.engines.embedded_terms import TermIndex
 from search.errors import FlysiftError, InvalidRequest, NotFound
 from search.lexicon import Lexicon
 from search.models import Gene
-from search.ontology import Ontology
+from search.ontology import Ontology, read_json, write_json_atomic
 from search.terms import TermService
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,6 +166,20 @@ def test_a_hostile_rerank_model_is_learned_again(data_dir, tmp_path, marker, bad
     (d / "ontologies" / "go.rerank").write_bytes(EVIL)     # the old model's name
     assert [h.id for h in svc.search("go", "cell nucleus").hits][0] == "GO:0005634"
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("field, value", [("stems", [10**9]), ("initials", {"ab": [-1]}), ("idf", {"x": "1"}),
+                                          ("vocab", [1, 2]), ("rules", 7), ("terms", 1)])
+def test_a_model_that_does_not_fit_its_ontology_is_learned_again(data_dir, tmp_path, field, value):
+    """Well-formed JSON with wrong contents (an index out of range, a string for a number) is not used."""
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d, symlinks=True)
+    svc = TermService(d)
+    state = read_json(svc.model_path("go"))
+    state[field] = value if field != "stems" else value + state["stems"][1:]
+    write_json_atomic(svc.model_path("go"), state)
+    assert svc._load_model(svc.ontology("go")) is None
+    assert [h.id for h in svc.search("go", "cell nucleus").hits][0] == "GO:0005634"
 
 
 def test_collection_names_are_checked_before_any_path(tmp_path, client):
