@@ -72,10 +72,15 @@ class IndexMissing(FlysiftError):
 
 
 class CollectionNotFound(IndexMissing):
-    """A named collection without a published index does not exist: 404, which no retry changes."""
+    """A named collection without a published index does not exist: 404 ``not_found`` (like any unknown name), which
+    no retry changes; ``details.field`` is ``collection``."""
 
     status = 404
-    code = "collection_not_found"
+    code = "not_found"
+
+    def __init__(self, message: str, **kw: Any):
+        super().__init__(message, **kw)
+        self.details = {"field": "collection", **self.details}
 
 
 #: the collection a service serves when a request names none; without an index it is "not ready", not "unknown"
@@ -83,7 +88,7 @@ DEFAULT_COLLECTION = "default"
 
 
 def index_missing(collection: str, message: str, **kw: Any) -> IndexMissing:
-    """503 ``index_missing`` for the default collection, 404 ``collection_not_found`` for any other."""
+    """503 ``index_missing`` for the default collection, 404 ``not_found`` for any other."""
     return (IndexMissing if collection == DEFAULT_COLLECTION else CollectionNotFound)(message, **kw)
 
 

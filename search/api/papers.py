@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from search.api.deps import current_session, lexicon, require_admin, store
 from search.api.schemas import BuildPapers, SearchRequest
 from search.dense import build_dense
-from search.errors import NotFound
+from search.errors import DEFAULT_COLLECTION, NotFound, index_missing
 from search.models import IndexStats, IndexSummary, PaperSearchResults, PaperText, PassageSearchResults
 from search.passages import split_passages
 from search.service import SearchService
@@ -30,7 +30,12 @@ def health(request: Request) -> dict:
 
 @router.get("/stats", response_model=IndexStats, tags=["service"])
 def stats(request: Request, collection: str = "default") -> IndexStats:
-    return _svc(request).engine(collection).stats()
+    """Counts of the published build. The default collection answers zeros before it is indexed; any other collection
+    without a published build does not exist (404)."""
+    st = _svc(request).engine(collection).stats()
+    if st.build is None and collection != DEFAULT_COLLECTION:
+        raise index_missing(collection, f"Collection {collection!r} does not exist: it has no published build.")
+    return st
 
 
 def _expansions(request: Request, body: SearchRequest, session: Session | None) -> list[str]:
