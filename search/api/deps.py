@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from search.auth import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
@@ -32,6 +32,8 @@ ID_KEYS = ("pmcid", "passage_id", "go_id", "fbbt_id", "fbdv_id", "term_id")
 MAX_RETURNED_IDS = 500
 MAX_CAPTURE_BYTES = 4_000_000
 SESSION_HEADER = "X-Session-Id"
+SESSION_HEADER_DOC = ("The session this call belongs to: the call is traced there, a read spends its budget, its "
+                      "hidden terms and synonym policy apply; an unknown or another team's session is 404")
 #: rate-limit bucket prefix for failed authentications of one key id
 FAILED_BUCKET = "failed:"
 
@@ -106,9 +108,11 @@ def trace_into(request: Request, session: Session) -> None:
     request.state.trace_session = session.id
 
 
-def current_session(request: Request, p: Principal = Depends(principal)) -> Session | None:
-    """The session named by the ``X-Session-Id`` header (None without it); the call is traced in it."""
-    sid = request.headers.get(SESSION_HEADER)
+def current_session(request: Request, p: Principal = Depends(principal),
+                    sid: str | None = Header(None, alias=SESSION_HEADER, description=SESSION_HEADER_DOC)
+                    ) -> Session | None:
+    """The session named by the ``X-Session-Id`` header (None without it); the call is traced in it. Declared as a
+    parameter so that every operation that reads it says so in the OpenAPI document."""
     if not sid:
         return None
     s = owned_session(request, sid, p)

@@ -8,8 +8,8 @@ post-processes it in one place, so routes stay plain:
   ``HTTPValidationError``/``ValidationError`` are gone;
 - bearer auth is declared only when ``FLYSIFT_AUTH`` is on, and then on every route but the public ones;
 - parameters and bodies carry the bounds the server enforces, taken from where each rule lives (the settings, the
-  name patterns of ``search.names``, the term service's limits), never restated as numbers here;
-- the ``X-Session-Id`` header is declared on the operations that read it.
+  name patterns of ``search.names``, the term service's limits), never restated as numbers here; a bound a model or
+  route declares itself wins.
 
 ``tests/test_openapi_contract.py`` holds the service to this document with schemathesis.
 """
@@ -17,15 +17,12 @@ post-processes it in one place, so routes stay plain:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute
 
 from search import names, terms
-from search.api.deps import PUBLIC_PATHS, SESSION_HEADER, current_session
+from search.api.deps import PUBLIC_PATHS
 from search.api.schemas import ErrorResponse
 from search.auth import TEAM_NAME
 from search.config import Settings
@@ -114,16 +111,15 @@ def install(app: FastAPI, settings: Settings) -> None:
     def openapi() -> dict[str, Any]:
         source = FastAPI.openapi(app)
         if cache["source"] is not source:
-            cache["doc"] = truthful(copy.deepcopy(source), app.routes, settings)
+            cache["doc"] = truthful(copy.deepcopy(source), settings)
             cache["source"] = source
         return cache["doc"]
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def truthful(doc: dict[str, Any], routes: Iterable[Any], settings: Settings) -> dict[str, Any]:
+def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """``doc`` (FastAPI's document) rewritten as the module docstring says."""
-    api_routes = {(m, r.path): r for r in routes if isinstance(r, APIRoute) for m in r.methods}
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     err = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(err.pop("$defs", {}))
@@ -143,10 +139,7 @@ def truthful(doc: dict[str, Any], routes: Iterable[Any], settings: Settings) -> 
     for path, ops in doc.get("paths", {}).items():
         for method, op in ops.items():
             key = f"{method.upper()} {path}"
-            route = api_routes.get((method.upper(), path))
             public = path in PUBLIC_PATHS
-            if route is not None and _depends_on(route.dependant, current_session):
-                _add_session_header(op)
             for p in op.get("parameters", []):
                 _bound(p.get("schema"), pbounds.get(p["name"], {}))
             op["responses"] = {k: v for k, v in op.get("responses", {}).items() if not k.startswith("4")}
@@ -192,17 +185,3 @@ def _bound(schema: dict[str, Any] | None, bounds: dict[str, Any]) -> None:
         for k, v in bounds.items():
             if (k in ("minimum", "maximum")) == (kind == "integer"):
                 s.setdefault(k, v)
-
-
-def _depends_on(dep: Dependant, call: Callable[..., Any]) -> bool:
-    return dep.call is call or any(_depends_on(d, call) for d in dep.dependencies)
-
-
-def _add_session_header(op: dict[str, Any]) -> None:
-    params = op.setdefault("parameters", [])
-    if any(p.get("in") == "header" and p.get("name", "").lower() == SESSION_HEADER.lower() for p in params):
-        return
-    params.append({"name": SESSION_HEADER, "in": "header", "required": False,
-                   "description": "The session this call belongs to: it is traced there, reads spend its budget "
-                                  "and its hidden terms and synonym policy apply; unknown or another team's: 404",
-                   "schema": {"type": "string"}})
