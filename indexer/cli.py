@@ -32,12 +32,19 @@ index.add_command(dense)
 @click.option("--collection", default="default", show_default=True)
 @click.option("--strict", is_flag=True, help="Stop at the first bad record instead of reporting it")
 @click.option("--no-resume", is_flag=True, help="Start a fresh build even if an interrupted one matches these inputs")
-@click.option("--commit-every", type=int, default=COMMIT_EVERY, show_default=True,
+@click.option("--commit-every", type=click.IntRange(min=1), default=COMMIT_EVERY, show_default=True,
               help="Records between commits (the resume points of an interrupted run)")
+@click.option("--allow-shrink", is_flag=True,
+              help="Publish even when the new build holds less than min_publish_share (default 50%) of the live "
+                   "build's papers (an empty build is never published)")
 @click.option("--json", "as_json", is_flag=True, help="End with a one-line JSON summary on stdout")
 def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: Path | None, collection: str,
-           strict: bool, no_resume: bool, commit_every: int, as_json: bool) -> None:
-    """Index papers from FlyAOC exports (JSONL/JSON/Parquet/HF dataset dir), PMC JATS XML or BioC XML/JSON."""
+           strict: bool, no_resume: bool, commit_every: int, allow_shrink: bool, as_json: bool) -> None:
+    """Index papers from FlyAOC exports (JSONL/JSON/Parquet/HF dataset dir), PMC JATS XML or BioC XML/JSON.
+
+    Nothing is published (exit status 2, the live build keeps serving) when the inputs hold no record, every
+    record is rejected, or the build is much smaller than the live one; disk full or a read-only data dir end the
+    run with one line naming the path and the fix."""
     from tqdm import tqdm
 
     settings = settings_for(data_dir)
@@ -57,7 +64,8 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
 
     try:
         summary = index_corpus(list(sources), settings, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
-                               collection=collection, commit_every=commit_every, progress=progress, warn=warn)
+                               collection=collection, commit_every=commit_every, progress=progress, warn=warn,
+                               allow_shrink=allow_shrink)
     finally:
         bar.close()
     if len(warnings) > 20:

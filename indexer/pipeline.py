@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from search.config import Settings
-from search.engines import open_engine
-from search.errors import InputError
+from search.engines import BuildRefused, open_engine, storage_error
+from search.errors import InputError, Unavailable
 from search.models import IndexSummary, Reject
 from search.passages import split_passages
 
@@ -45,27 +45,33 @@ def fingerprint(paths: Iterable[Path], fmt: str, id_map: Path | None) -> str:
 def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id_map: Path | None = None,
                  strict: bool = False, resume: bool = True, collection: str = "default",
                  commit_every: int = COMMIT_EVERY, progress: Callable[[int, int | None], None] | None = None,
-                 warn: Callable[[str], None] = log.warning) -> IndexSummary:
-    """Index ``paths`` into a new build of ``collection`` and publish it. ``progress(done, total)`` is called often."""
+                 warn: Callable[[str], None] = log.warning, allow_shrink: bool = False) -> IndexSummary:
+    """Index ``paths`` into a new build of ``collection`` and publish it. ``progress(done, total)`` is called often.
+
+    Nothing is published when the inputs held no record, every record was rejected, or the build is much smaller
+    than the live one (``BuildRefused``; ``allow_shrink`` lets a smaller one through). A run that fails removes its
+    build, so it never holds the disk; an interrupted one (Ctrl-C, cluster unavailable) keeps it for the next run to
+    resume. Failed writes (disk full, read-only data dir) raise ``StorageError``: one line with the path and the fix.
+    """
     t0 = time.perf_counter()
     engine = open_engine(settings, collection=collection)
     idmap = IdMap.load(id_map) if id_map else None
+    total = count_records(paths, fmt)  # also checks paths and format before a build is opened
     build = engine.open_build(fingerprint(paths, fmt, id_map), resume=resume)
     state = dict(build.state)
     consumed = state.get("consumed", 0)
     counts = {k: state.get(k, 0) for k in ("read", "rejected", "duplicates", "passages")}
     seen: set[str] = set(state.get("seen", []))
     rejects_path = Path(settings.data_dir) / "rejects" / f"{collection}-{build.id}.jsonl"
-    rejects_path.parent.mkdir(parents=True, exist_ok=True)
-    rejects = open(rejects_path, "a+b")
-    rejects.truncate(state.get("rejects_bytes", 0))
-    rejects.seek(0, 2)
+    first_reject: list[str] = []
     if consumed:
         log.info("resuming build %s after %d records", build.id, consumed)
 
     def reject(r: Reject) -> None:
         rejects.write((r.model_dump_json() + "\n").encode())
         counts["rejected"] += 1
+        if not first_reject:
+            first_reject.append(f"{r.source}, record {r.record}: {r.reason}"[:200])
         if strict:
             raise InputError(f"{r.source}, record {r.record}, field {r.field or '-'}: {r.reason}", source=r.source,
                              record=r.record, field=r.field, pmcid=r.pmcid)
@@ -78,9 +84,13 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
         rejects.flush()
         build.commit({"consumed": n, **counts, "seen": sorted(seen), "rejects_bytes": rejects.tell()})
 
-    total = count_records(paths, fmt)
+    rejects = None
     n = 0
     try:
+        rejects_path.parent.mkdir(parents=True, exist_ok=True)
+        rejects = open(rejects_path, "a+b")
+        rejects.truncate(state.get("rejects_bytes", 0))
+        rejects.seek(0, 2)
         for n, item in enumerate(iter_records(paths, fmt=fmt, id_map=idmap), start=1):
             if n <= consumed:
                 continue
@@ -104,16 +114,35 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
                 progress(n, total)
         commit(n)
         indexed = build.count()
-        build.publish()
-    except BaseException:
-        rejects.close()
-        build.abort()
+        if counts["read"] == 0 and not consumed:
+            raise BuildRefused(f"Nothing was published: the inputs ({_names(paths)}) hold no records.",
+                               details={"read": 0})
+        if indexed == 0:
+            raise BuildRefused(f"Nothing was published: all {counts['rejected']} records were rejected (first: "
+                               f"{first_reject[0] if first_reject else '-'}); see {rejects_path}.",
+                               details={"read": counts["read"], "rejected": counts["rejected"]})
+        build.publish(allow_shrink=allow_shrink)
+    except (KeyboardInterrupt, SystemExit, Unavailable):
+        build.abort()  # resumable: the next run of the same input continues from the last commit
         raise
-    rejects.close()
+    except BaseException as exc:
+        build.abort(discard=True)
+        if isinstance(exc, OSError) and (err := storage_error(exc, rejects_path)):
+            raise err from exc
+        raise
+    finally:
+        if rejects is not None:
+            rejects.close()
     return IndexSummary(read=counts["read"], indexed=indexed, rejected=counts["rejected"],
                         duplicates=counts["duplicates"], passages=counts["passages"],
                         seconds=round(time.perf_counter() - t0, 3), build=build.id, rejects_file=str(rejects_path),
                         resumed_from=consumed)
+
+
+def _names(paths: Iterable[Path]) -> str:
+    """At most three input names for a message."""
+    names = [str(p) for p in paths]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def summary_line(summary: IndexSummary) -> str:

@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "
                                 "collection builds send papers in batches under it")
 
+    # indexing
+    min_publish_share: float = Field(0.5, ge=0.0, le=1.0, description="Refuse to publish a build holding less than "
+                                     "this share of the live build's papers (--allow-shrink / allow_shrink overrides)")
+    build_idle_timeout_s: float = Field(900.0, ge=0.0, description="An API build unused this long is aborted and "
+                                        "its collection unlocked")
+
     # service
     host: str = "127.0.0.1"
     port: int = 8000

@@ -126,6 +126,9 @@ def test_indexing_needs_the_admin_scope(secured):
     with _client(url, keys["admin1"]) as adm:
         r = adm.post("/v1/collections/extra/builds")
         assert r.status_code == 200, r.text
+        paper = {"pmcid": "PMC1", "title": "Wing disc", "abstract": "dpp."}  # an empty build is never published
+        assert adm.post(f"/v1/collections/extra/builds/{r.json()['build_id']}/papers",
+                        json={"papers": [paper]}).status_code == 200
         assert adm.post(f"/v1/collections/extra/builds/{r.json()['build_id']}/publish").status_code == 200
 
 

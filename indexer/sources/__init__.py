@@ -1,8 +1,10 @@
 """Corpus sources: turn files (FlyAOC exports, PMC JATS/NXML, BioC) into ``Paper`` objects, one ``SourceItem`` per record.
 
 Every record yields exactly one item, either a paper or a ``Reject`` that names source, record and field, so the
-pipeline can count and report everything it did not index. Format readers live in ``flyaoc.py``, ``jats.py`` and
-``bioc.py``; this module holds what they share (item type, id map, id/year/text normalisation) and the dispatch.
+pipeline can count and report everything it did not index. An input that holds no record (an empty file) and a file
+of unknown format met in a folder are one reject each (record 0), never silence. Format readers live in
+``flyaoc.py``, ``jats.py`` and ``bioc.py``; this module holds what they share (item type, id map, id/year/text
+normalisation) and the dispatch.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ FORMATS = ("flyaoc", "jats", "bioc")
 #: File names inside Hugging Face dataset folders that are metadata, not records.
 HF_METADATA = frozenset({"dataset_info.json", "state.json", "dataset_dict.json"})
 _DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow", ".nxml", ".xml")
+#: Documentation that sits beside data files (dataset cards, licences, notes): not reported when a folder is walked.
+_DOC_SUFFIXES = (".md", ".txt", ".rst", ".cff")
+_DOC_NAMES = ("readme", "license", "licence", "citation", "notice", "copying")
 
 
 @dataclass
@@ -202,7 +207,7 @@ def detect_format(path: Path) -> str:
     if path.is_dir():
         if is_hf_dataset_dir(path):
             return "flyaoc"
-        formats = {detect_format(p) for p in _walk(path)}
+        formats = {detect_format(p) for p in _walk(path) if _is_data(p)}
         if len(formats) == 1:
             return formats.pop()
         what = f"files of several formats ({', '.join(sorted(formats))})" if formats else "no known data files"
@@ -222,8 +227,14 @@ def detect_format(path: Path) -> str:
                      f"dataset folder, .nxml or .xml)", source=str(path))
 
 
+def _is_data(path: Path) -> bool:
+    """A file with a data suffix, or a Hugging Face dataset folder."""
+    return path.is_dir() or data_suffix(path) in _DATA_SUFFIXES
+
+
 def _walk(folder: Path) -> Iterator[Path]:
-    """Data files under a folder, sorted; a Hugging Face dataset folder is yielded whole; hidden entries skipped."""
+    """Files under a folder, sorted: data files, a Hugging Face dataset folder whole, and files of unknown format
+    (they become rejects, not silence); hidden entries, HF metadata and documentation are skipped."""
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             continue
@@ -232,7 +243,10 @@ def _walk(folder: Path) -> Iterator[Path]:
                 yield entry
             else:
                 yield from _walk(entry)
-        elif entry.name not in HF_METADATA and data_suffix(entry) in _DATA_SUFFIXES:
+        elif entry.name in HF_METADATA or (not _is_data(entry) and (
+                entry.suffix.lower() in _DOC_SUFFIXES or entry.name.lower().startswith(_DOC_NAMES))):
+            continue
+        else:
             yield entry
 
 
@@ -274,9 +288,24 @@ def iter_records(paths: Iterable[Path], fmt: str = "auto", id_map: IdMap | None 
     return _iter(inputs, fmt, id_map, strict)
 
 
+def _file_items(path: Path, fmt: str, id_map: IdMap | None) -> Iterator[SourceItem]:
+    """The records of one input; a file of unknown format, or one that holds no record, is one reject (record 0)."""
+    if not _is_data(path):
+        yield reject_item(str(path), 0, f"not read: unknown input format {data_suffix(path) or '(no suffix)'!r} "
+                                        f"(expected {', '.join(_DATA_SUFFIXES)}, optionally gzipped)")
+        return
+    empty = True
+    for item in _reader(detect_format(path) if fmt == "auto" else fmt).read(path, id_map):
+        empty = False
+        yield item
+    if empty:
+        size = path.stat().st_size if path.is_file() else None
+        yield reject_item(str(path), 0, "the file is empty" if size == 0 else "no records in the input")
+
+
 def _iter(inputs: list[Path], fmt: str, id_map: IdMap | None, strict: bool) -> Iterator[SourceItem]:
     for path in inputs:
-        for item in _reader(detect_format(path) if fmt == "auto" else fmt).read(path, id_map):
+        for item in _file_items(path, fmt, id_map):
             if strict and item.reject is not None:
                 r = item.reject
                 raise InputError(f"{r.source} record {r.record}" + (f", field {r.field}" if r.field else "")
@@ -290,11 +319,14 @@ def count_records(paths: Iterable[Path], fmt: str = "auto") -> int | None:
     _check_format(fmt)
     total = 0
     for path in _inputs(paths):
+        if not _is_data(path):
+            total += 1  # reported as one reject
+            continue
         try:
             n = _reader(detect_format(path) if fmt == "auto" else fmt).count(path)
         except InputError:
             return None
         if n is None:
             return None
-        total += n
+        total += max(n, 1)  # an input with no record is one reject
     return total

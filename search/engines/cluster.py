@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from search import analysis
+from search.engines import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal
 from search.errors import FlysiftError, IndexMissing, LimitExceeded, Unavailable, index_missing
 from search.models import (
     IndexStats, Paper, PaperHit, PaperSearchResults, Passage, PassageHit, PassageSearchResults, Reject, Section,
@@ -422,6 +423,7 @@ class ClusterBuild:
         self._bulk = _Bulk(engine.t, engine.chunk_bytes, engine.max_retries, engine.backoff_s)
         self.failures = self._bulk.failures
         self._added: set[str] = set()
+        self._published = False
 
     def _save(self, status: str) -> None:
         self._e._request("PUT", f"/{self._e.builds_index}/_doc/{self.id}", {
@@ -452,10 +454,16 @@ class ClusterBuild:
         self._e._request("POST", f"/{self.papers_index}/_refresh", what="refresh")
         return self._e._request("GET", f"/{self.papers_index}/_count")["count"]
 
-    def publish(self) -> None:
-        """Restore refresh and replicas, wait for the shards, move both aliases at once, drop old versions."""
-        self._bulk.flush()
+    def publish(self, *, allow_shrink: bool = False) -> None:
+        """Restore refresh and replicas, wait for the shards, move both aliases at once, drop old versions. A build
+        the publish guard refuses (``BuildRefused``) stays as it was: add more, publish with ``allow_shrink``, or
+        abort it."""
         e = self._e
+        indexed, live = self.count(), e.live_count()
+        if refusal := publish_refusal(indexed, live, min_share=e.min_publish_share, allow_shrink=allow_shrink):
+            raise BuildRefused(f"Build {self.id} of collection {e.collection!r} was not published: {refusal}.",
+                               details={"build": self.id, "indexed": indexed, "live": live,
+                                        "min_share": e.min_publish_share})
         both = f"{self.papers_index},{self.passages_index}"
         e._request("PUT", f"/{both}/_settings", {"index": {"refresh_interval": None,
                                                            "number_of_replicas": e.replicas}}, what="restoring refresh")
@@ -468,11 +476,15 @@ class ClusterBuild:
             actions.append({"add": {"index": index, "alias": alias}})
         e._request("POST", "/_aliases", {"actions": actions}, what="swapping aliases")
         self._save("published")
+        self._published = True
         e._drop_old_versions()
 
-    def abort(self) -> None:
-        """Stop writing: buffered documents are dropped (they come again after the last commit on resume)."""
+    def abort(self, *, discard: bool = False) -> None:
+        """Stop writing: buffered documents are dropped (they come again after the last commit on resume); with
+        ``discard`` the build's indices are deleted too, so a failed build holds no disk on the cluster."""
         self._bulk.discard()
+        if discard and not self._published:
+            self._e._drop(self.id)
 
     @property
     def retries(self) -> int:
@@ -494,6 +506,7 @@ class ClusterEngine:
         self.base = self.prefix if collection == "default" else f"{self.prefix}-{collection}"
         self.builds_index = f"{self.prefix}-builds"
         self.shards, self.replicas, self.keep = settings.cluster_shards, settings.cluster_replicas, settings.cluster_keep_versions
+        self.min_publish_share = getattr(settings, "min_publish_share", MIN_PUBLISH_SHARE)
         self.chunk_bytes, self.max_retries, self.backoff_s = chunk_bytes, max_retries, backoff_s
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
@@ -603,6 +616,13 @@ class ClusterEngine:
         for version in published[max(self.keep, 1):]:
             if version not in live:
                 self._drop(version)
+
+    def live_count(self) -> int:
+        """Papers in the published version (0 when there is none)."""
+        try:
+            return self._request("GET", f"/{self._live_index('papers')}/_count")["count"]
+        except IndexMissing:
+            return 0
 
     def _live_index(self, kind: str) -> str:
         targets = self._alias_targets(self.alias(kind))

@@ -11,14 +11,17 @@ Layout of ``<data_dir>/collections/<collection>/``::
     write.lock                 held by the one process writing a build (tantivy allows one writer)
 
 A build is written beside the published one and only becomes visible when ``publish`` swaps ``CURRENT``, so a
-failed or killed indexing run leaves the previous index serving. Readers stat ``CURRENT`` on each request and reopen
-when it changed: the service picks up new builds without a restart. Ontology terms live in ``<data_dir>/terms``
-(see ``search.engines.embedded_terms``).
+failed or killed indexing run leaves the previous index serving. ``publish`` refuses an empty or much smaller build
+(``search.engines.publish_refusal``). A failed build is removed; a killed one is resumed by the next run of the same
+input or removed by the next run of any other, so neither holds the disk for long. Readers stat ``CURRENT`` on each
+request and reopen when it changed: the service picks up new builds without a restart. Ontology terms live in
+``<data_dir>/terms`` (see ``search.engines.embedded_terms``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -36,6 +39,7 @@ import tantivy
 from pydantic import BaseModel
 
 from search import analysis
+from search.engines import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
 from search.errors import FlysiftError, index_missing
 from search.names import check_collection
 from search.models import (
@@ -140,57 +144,125 @@ class PaperHead(BaseModel):
 
 
 def _open_paper_db(path: Path, writable: bool) -> sqlite3.Connection:
+    # any thread may use the connection (API requests run on a pool); its owner serialises every use with a lock
     if writable:
-        db = sqlite3.connect(path)
+        db = sqlite3.connect(path, check_same_thread=False)
         db.execute("CREATE TABLE IF NOT EXISTS papers (pmcid TEXT PRIMARY KEY, doc BLOB NOT NULL)")
         return db
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
 
 
 def _dir_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    total = 0
+    for f in path.rglob("*"):
+        try:
+            total += f.stat().st_size if f.is_file() else 0
+        except FileNotFoundError:  # an old build being dropped by a publish
+            pass
+    return total
+
+
+def _read_meta(meta_file: Path) -> dict[str, Any] | None:
+    """A build's ``build.json``, or None when it is missing or unreadable (a build killed while being created)."""
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _current_build(collection_dir: Path) -> str | None:
+    meta = _read_meta(collection_dir / "CURRENT")
+    return meta.get("build") if meta else None
+
+
+def _guarded(method):
+    """One caller at a time (the build may be used from several threads), never after publish or abort, and a
+    failed write (disk full, read-only dir) becomes one ``StorageError`` line naming the path and the fix."""
+
+    @functools.wraps(method)
+    def wrapper(self: EmbeddedBuild, *args, **kwargs):
+        with self._mutex:
+            if not self.is_open:
+                raise FlysiftError(f"Build {self.id} of collection {self._dir.name!r} is closed (published or "
+                                   f"aborted); open a new one.", code="build_closed", status=409)
+            try:
+                return method(self, *args, **kwargs)
+            except (OSError, sqlite3.Error, ValueError) as exc:
+                if (err := storage_error(exc, self.path)) is None:
+                    raise
+                raise err from exc
+
+    return wrapper
 
 
 class EmbeddedBuild:
-    """A build being written; adds are upserts by pmcid (delete, then add), so resuming re-adds harmlessly."""
+    """A build being written; adds are upserts by pmcid (delete, then add), so resuming re-adds harmlessly.
 
-    def __init__(self, collection_dir: Path, fingerprint: str, resume: bool):
+    The process that opens it holds ``write.lock`` until ``publish`` or ``abort``. Every method takes the build's
+    own lock, so the threads of an API server can take turns with it (SQLite and the tantivy writers included).
+    """
+
+    def __init__(self, collection_dir: Path, fingerprint: str, resume: bool,
+                 min_publish_share: float = MIN_PUBLISH_SHARE):
         self._dir = collection_dir
-        (collection_dir / "builds").mkdir(parents=True, exist_ok=True)
-        self._lock = open(collection_dir / "write.lock", "w")
+        self._mutex = threading.RLock()
+        self.is_open = False
+        self.min_publish_share = min_publish_share
+        self.id, self.path = "", collection_dir
+        self._meta: dict[str, Any] = {}
+        self._pw = self._sw = self._db = None
+        try:
+            (collection_dir / "builds").mkdir(parents=True, exist_ok=True)
+            self._lock = open(collection_dir / "write.lock", "w")
+        except OSError as exc:
+            raise storage_error(exc, collection_dir) from exc  # type: ignore[misc]
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.close()
             raise FlysiftError(f"Another process is writing collection {collection_dir.name!r} "
                                f"(lock {collection_dir / 'write.lock'}); wait for it to finish.", code="busy", status=409)
-        self.id, self.state = self._find_resumable(fingerprint) if resume else (None, {})
-        if self.id is None:
-            self.id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-            self.state = {}
-        self.path = collection_dir / "builds" / self.id
-        self._meta = {"fingerprint": fingerprint, "status": "building", "state": self.state, "created": time.time()}
-        self._drop_abandoned()
-        self._papers = _open_index(self.path / "papers", "papers", create=True)
-        self._passages = _open_index(self.path / "passages", "passages", create=True)
-        self._pw = self._papers.writer(heap_size=WRITER_HEAP, num_threads=1)
-        self._db = _open_paper_db(self.path / "papers.db", writable=True)
-        self._sw = self._passages.writer(heap_size=WRITER_HEAP, num_threads=1)
-        _write_json_atomic(self.path / "build.json", self._meta)
+        self.is_open = True
+        fresh = True
+        try:
+            found, self.state = self._find_resumable(fingerprint) if resume else (None, {})
+            fresh = found is None
+            self.id = found or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+            self.path = collection_dir / "builds" / self.id
+            self._meta = {"fingerprint": fingerprint, "status": "building", "state": self.state, "created": time.time()}
+            self._drop_abandoned()
+            self._papers = _open_index(self.path / "papers", "papers", create=True)
+            self._passages = _open_index(self.path / "passages", "passages", create=True)
+            self._pw = self._papers.writer(heap_size=WRITER_HEAP, num_threads=1)
+            self._db = _open_paper_db(self.path / "papers.db", writable=True)
+            self._sw = self._passages.writer(heap_size=WRITER_HEAP, num_threads=1)
+            _write_json_atomic(self.path / "build.json", self._meta)
+        except BaseException as exc:
+            self.abort(discard=fresh)  # a resumed build keeps what its earlier run committed
+            if isinstance(exc, (OSError, sqlite3.Error, ValueError)) and (err := storage_error(exc, self.path)):
+                raise err from exc
+            raise
 
     def _find_resumable(self, fingerprint: str) -> tuple[str | None, dict[str, Any]]:
         for meta_file in sorted((self._dir / "builds").glob("*/build.json"), reverse=True):
-            meta = json.loads(meta_file.read_text())
-            if meta.get("status") == "building" and meta.get("fingerprint") == fingerprint:
+            meta = _read_meta(meta_file)
+            if meta and meta.get("status") == "building" and meta.get("fingerprint") == fingerprint:
                 return meta_file.parent.name, meta.get("state", {})
         return None, {}
 
     def _drop_abandoned(self) -> None:
-        """Unfinished builds of other inputs can never be published: remove them (we hold the write lock)."""
-        for meta_file in (self._dir / "builds").glob("*/build.json"):
-            if meta_file.parent.name != self.id and json.loads(meta_file.read_text()).get("status") == "building":
-                shutil.rmtree(meta_file.parent, ignore_errors=True)
+        """Unfinished builds of other inputs can never be published, and a folder without a readable ``build.json``
+        is a build killed while it was created: remove them all (we hold the write lock, so nobody writes them)."""
+        live = _current_build(self._dir)
+        for folder in (self._dir / "builds").iterdir():
+            if folder.name in (self.id, live) or not folder.is_dir():
+                continue
+            meta = _read_meta(folder / "build.json")
+            if meta is None or meta.get("status") != "published":
+                shutil.rmtree(folder, ignore_errors=True)
 
+    @_guarded
     def add(self, paper: Paper, passages: list[Passage]) -> None:
         self._pw.delete_documents_by_term("pmcid", paper.pmcid)
         self._sw.delete_documents_by_term("pmcid", paper.pmcid)
@@ -213,6 +285,7 @@ class EmbeddedBuild:
                 pd.add_integer("year", p.year)
             self._sw.add_document(pd)
 
+    @_guarded
     def commit(self, state: dict[str, Any]) -> None:
         """Make everything added so far durable, together with the caller's resume state."""
         self._db.commit()
@@ -222,43 +295,74 @@ class EmbeddedBuild:
         self._meta["state"] = state
         _write_json_atomic(self.path / "build.json", self._meta)
 
+    @_guarded
     def count(self) -> int:
         self._papers.reload()
         return self._papers.searcher().num_docs
 
+    @_guarded
     def passage_count(self) -> int:
         self._passages.reload()
         return self._passages.searcher().num_docs
 
-    def publish(self) -> None:
-        """Swap ``CURRENT`` to this build, then drop builds older than the previous one."""
+    def live_count(self) -> int:
+        """Papers in the collection's published build (0 when there is none, or it cannot be read)."""
+        live = _current_build(self._dir)
+        if not live or live == self.id:
+            return 0
+        try:
+            return _open_index(self._dir / "builds" / live / "papers", "papers").searcher().num_docs
+        except (OSError, ValueError):
+            return 0
+
+    @_guarded
+    def publish(self, *, allow_shrink: bool = False) -> None:
+        """Swap ``CURRENT`` to this build, then drop builds older than the previous one. A build the publish guard
+        refuses (``BuildRefused``) stays open: add more, publish with ``allow_shrink``, or abort it."""
         self._db.commit()
         self._pw.commit()
         self._sw.commit()
+        indexed, live = self.count(), self.live_count()
+        if refusal := publish_refusal(indexed, live, min_share=self.min_publish_share, allow_shrink=allow_shrink):
+            raise BuildRefused(f"Build {self.id} of collection {self._dir.name!r} was not published: {refusal}.",
+                               details={"build": self.id, "indexed": indexed, "live": live,
+                                        "min_share": self.min_publish_share})
         self._pw.wait_merging_threads()
         self._sw.wait_merging_threads()
         self._meta.update(status="published", published=time.time())
         _write_json_atomic(self.path / "build.json", self._meta)
         _write_json_atomic(self._dir / "CURRENT", {"build": self.id})
-        metas = [(json.loads(m.read_text()), m.parent) for m in (self._dir / "builds").glob("*/build.json")]
-        published = sorted((meta["published"], path) for meta, path in metas if meta.get("status") == "published")
+        metas = [(_read_meta(m), m.parent) for m in (self._dir / "builds").glob("*/build.json")]
+        published = sorted((meta["published"], path) for meta, path in metas
+                           if meta and meta.get("status") == "published" and "published" in meta)
         for _, old in published[:-KEEP_BUILDS]:  # oldest first, by publish time (ids of one second sort at random)
             if old.name != self.id:
                 shutil.rmtree(old, ignore_errors=True)
         self._release()
 
-    def abort(self) -> None:
-        """Stop writing; the partial build stays on disk for a later resume."""
-        for w in (self._pw, self._sw):
-            try:
-                w.rollback()
-            except ValueError:
-                pass
-        self._release()
+    def abort(self, *, discard: bool = False) -> None:
+        """Stop writing. The partial build stays on disk for a later resume (the next run resumes or removes it),
+        or with ``discard`` is removed now, so that a failed build never holds the disk. Safe to call twice."""
+        with self._mutex:
+            if self.is_open:
+                for w in (self._pw, self._sw):
+                    try:
+                        if w is not None:
+                            w.rollback()
+                    except (ValueError, OSError):
+                        pass
+                self._release()
+            if discard and self.path != self._dir and self._meta.get("status") != "published":
+                shutil.rmtree(self.path, ignore_errors=True)
 
     def _release(self) -> None:
-        self._pw = self._sw = None  # type: ignore[assignment]
-        self._db.close()
+        self._pw = self._sw = None
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+        self.is_open = False
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
 
@@ -289,9 +393,11 @@ class EmbeddedEngine:
 
     name = "embedded"
 
-    def __init__(self, data_dir: Path | str, collection: str = DEFAULT_COLLECTION):
+    def __init__(self, data_dir: Path | str, collection: str = DEFAULT_COLLECTION, *,
+                 min_publish_share: float = MIN_PUBLISH_SHARE):
         self.data_dir = Path(data_dir)
         self.collection = collection
+        self.min_publish_share = min_publish_share
         self.dir = self.data_dir / "collections" / check_collection(collection)   # a name, never a path
         self._reader: _Reader | None = None
         self._current_stat: tuple[int, int] | None = None
@@ -300,7 +406,7 @@ class EmbeddedEngine:
 
     # ---- write side -------------------------------------------------------------------------------------------
     def open_build(self, fingerprint: str, resume: bool = True) -> EmbeddedBuild:
-        return EmbeddedBuild(self.dir, fingerprint, resume)
+        return EmbeddedBuild(self.dir, fingerprint, resume, self.min_publish_share)
 
     # ---- read side --------------------------------------------------------------------------------------------
     def _read(self) -> _Reader:
@@ -314,10 +420,19 @@ class EmbeddedEngine:
         key = (st.st_mtime_ns, st.st_ino)
         if self._reader is None or key != self._current_stat:
             with self._lock:
-                if self._reader is None or key != self._current_stat:
-                    build = json.loads(current.read_text())["build"]
-                    self._reader = _Reader(self.dir / "builds" / build, build)
-                    self._current_stat = key
+                for attempt in range(3):
+                    if self._reader is not None and key == self._current_stat:
+                        break
+                    try:
+                        build = json.loads(current.read_text())["build"]
+                        self._reader = _Reader(self.dir / "builds" / build, build)
+                        self._current_stat = key
+                    except (OSError, ValueError, KeyError):
+                        # publishes in quick succession may drop the build CURRENT named a moment ago: read it again
+                        if attempt == 2:
+                            raise
+                        st = current.stat()
+                        key = (st.st_mtime_ns, st.st_ino)
         return self._reader
 
     def has_index(self) -> bool:
