@@ -211,6 +211,35 @@ def test_hf_dataset_folder(tmp_path):
     assert items[0].paper.sections[0].type == "DISCUSS" and items[4].reject.field == "pmcid"
 
 
+@pytest.mark.parametrize("name,content", [("empty.jsonl", ""), ("blank.jsonl", "\n \n"), ("empty.json", "[]"),
+                                          ("empty.nxml", ""), ("empty.xml", "")])
+def test_an_input_without_records_is_one_reject_not_silence(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content)
+    items = _items(path)
+    assert len(items) == 1 and items[0].paper is None
+    r = items[0].reject
+    assert r.source == str(path) and r.record in (0, 1) and r.reason
+    assert count_records([path]) == 1
+    with pytest.raises(InputError):
+        _items(path, strict=True)
+
+
+def test_unknown_files_in_a_folder_are_rejects_documentation_is_skipped(tmp_path):
+    _write_jsonl(tmp_path / "a.jsonl", [GOOD])
+    (tmp_path / "table.csv").write_text("pmcid,title\nPMC1,x\n")
+    (tmp_path / "scan.pdf").write_bytes(b"%PDF-1.4")
+    (tmp_path / "README.md").write_text("card")
+    (tmp_path / "LICENSE").write_text("CC-BY")
+    (tmp_path / ".hidden.csv").write_text("x")
+    assert detect_format(tmp_path) == "flyaoc"
+    items = _items(tmp_path)
+    assert [(Path(i.source).name, i.record, i.paper is not None) for i in items] == [
+        ("a.jsonl", 1, True), ("scan.pdf", 0, False), ("table.csv", 0, False)]
+    assert "unknown input format '.csv'" in items[2].reject.reason
+    assert count_records([tmp_path]) == 3
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # JATS
 
