@@ -43,14 +43,16 @@ ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
           "session (also one named by X-Session-Id), gene, ontology, term or build (code not_found, "
           "session_not_found, gene_not_found, term_hidden, lexicon_missing, …)", {}),
     409: ("The request conflicts with the current state: the session is closed or its reading budget is spent, "
-          "the collection is being written, the dense index is unavailable (code session_closed, "
-          "budget_exhausted, busy, dense_unavailable, …)", {}),
+          "the collection is being written, a build may not replace the live one, the dense index is unavailable "
+          "(code session_closed, budget_exhausted, busy, build_refused, dense_unavailable, …)", {}),
     413: ("The body is larger than the service accepts (code body_too_large; FLYSIFT_MAX_BODY_BYTES)", {}),
     422: ("Invalid request: a field is missing, of the wrong type, out of bounds or names nothing valid (code "
           "invalid_request or limit_exceeded; details.errors lists the fields)", {}),
     429: ("Rate limit of this key reached (code rate_limited)", _RETRY_AFTER),
     503: ("The engine, index or store cannot answer now; retry later (code unavailable, index_missing)",
           _RETRY_AFTER),
+    507: ("Writing the build failed for a reason outside the service: the disk is full (code storage_full); the "
+          "failed build's files are removed and the live build keeps serving", {}),
 }
 
 #: operations that answer 404 for nothing they name (everything else names a collection, session, term, …)
@@ -60,14 +62,19 @@ CONFLICTS: dict[str, str] = {
     "POST /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index)",
     "POST /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index)",
     "GET /v1/papers/{pmcid}": "budget_exhausted or session_closed (within a session)",
-    "POST /v1/collections/{collection}/builds": "busy (another build writes the collection)",
-    "POST /v1/collections/{collection}/builds/{build_id}/papers": "busy",
-    "POST /v1/collections/{collection}/builds/{build_id}/publish": "busy, or the build may not replace the live one",
+    "POST /v1/collections/{collection}/builds": "busy (the collection already has an open build)",
+    "POST /v1/collections/{collection}/builds/{build_id}/publish": "build_refused (empty, or much smaller than the "
+                                                                  "live build without allow_shrink; it stays open)",
     "POST /v1/collections/{collection}/dense": "busy or dense_unavailable",
     "POST /v1/sessions/{session_id}/close": "session_closed",
     "POST /v1/sessions/{session_id}/names": "session_closed",
     "POST /v1/sessions/{session_id}/submission": "session_closed",
 }
+#: operations that write index files, so a full disk reaches them (507)
+WRITES_FILES = frozenset({"POST /v1/collections/{collection}/builds",
+                          "POST /v1/collections/{collection}/builds/{build_id}/papers",
+                          "POST /v1/collections/{collection}/builds/{build_id}/publish",
+                          "POST /v1/collections/{collection}/dense"})
 #: what any operation with a JSON body can answer before its handler runs (``search.api.guard``): not JSON, too big
 BODY_ERRORS = (400, 413)
 
@@ -142,7 +149,7 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
             public = path in PUBLIC_PATHS
             for p in op.get("parameters", []):
                 _bound(p.get("schema"), pbounds.get(p["name"], {}))
-            op["responses"] = {k: v for k, v in op.get("responses", {}).items() if not k.startswith("4")}
+            op["responses"] = {k: v for k, v in op.get("responses", {}).items() if k[0] not in "45"}
             for status in sorted(_statuses(key, op, public, settings.auth)):
                 op["responses"][str(status)] = _error_response(status, CONFLICTS.get(key) if status == 409 else None)
             if settings.auth and not public:
@@ -160,6 +167,8 @@ def _statuses(key: str, op: dict[str, Any], public: bool, auth: bool) -> set[int
         out.add(404)
     if key in CONFLICTS:
         out.add(409)
+    if key in WRITES_FILES:
+        out.add(507)
     if auth and not public:
         out.update((401, 403, 429))
     return out
