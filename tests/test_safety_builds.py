@@ -21,6 +21,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from cluster_fixtures import cluster_node, cluster_settings  # noqa: F401  (fixtures of the cluster test)
 from conftest import PAPERS, LiveServer, build_index
 from search.api.app import create_app
 from search.cli import main
@@ -376,3 +377,29 @@ def test_refused_engine_build_stays_open_and_can_be_aborted(tmp_path: Path):
     build.add(paper(2), split_passages(paper(2)))  # still open
     build.abort(discard=True)
     assert build.id not in builds_of(data) and engine.stats().papers == 10
+
+
+# ---- the same guards on the cluster engine ---------------------------------------------------------------------------
+@pytest.mark.cluster
+def test_cluster_publish_guard_keeps_the_live_version_and_discard_drops_the_build(cluster_node, cluster_settings):
+    from search.engines.cluster import ClusterEngine
+
+    engine = ClusterEngine(cluster_settings)
+    live = engine.open_build("live", resume=False)
+    for i in range(10):
+        live.add(paper(i), split_passages(paper(i)))
+    live.commit({})
+    live.publish()
+    empty = engine.open_build("empty", resume=False)
+    with pytest.raises(BuildRefused):
+        empty.publish(allow_shrink=True)  # an empty build is never published
+    empty.abort(discard=True)
+    assert cluster_node.indices(empty.papers_index + "*") == []  # a failed build holds no disk on the cluster
+    small = engine.open_build("small", resume=False)
+    small.add(paper(1), split_passages(paper(1)))
+    with pytest.raises(BuildRefused) as e:
+        small.publish()
+    assert e.value.details == {"build": small.id, "indexed": 1, "live": 10, "min_share": 0.5}
+    assert engine.stats().build == live.id and engine.stats().papers == 10
+    small.publish(allow_shrink=True)
+    assert engine.stats().build == small.id and engine.stats().papers == 1
