@@ -233,10 +233,16 @@ class _Endpoints:
         return self._send(_Request("POST", f"/v1/collections/{collection}/builds/{build_id}/papers",
                                    json={"papers": _dump(list(papers))}))
 
-    def publish_build(self, collection: str, build_id: str) -> IndexSummary:
-        """Make the build the one searches of ``collection`` see."""
+    def publish_build(self, collection: str, build_id: str, allow_shrink: bool = False) -> IndexSummary:
+        """Make the build the one searches of ``collection`` see. An empty build, or one holding less than the
+        service's ``min_publish_share`` of the live build's papers (unless ``allow_shrink``), is refused with
+        ``ConflictError`` (code ``build_refused``) and stays open."""
         return self._send(_Request("POST", f"/v1/collections/{collection}/builds/{build_id}/publish",
-                                   _model(IndexSummary)))
+                                   _model(IndexSummary), params=_params(allow_shrink=allow_shrink or None)))
+
+    def abort_build(self, collection: str, build_id: str) -> dict[str, Any]:
+        """Abort an open build: its files are removed, the collection unlocks and the live build keeps serving."""
+        return self._send(_Request("DELETE", f"/v1/collections/{collection}/builds/{build_id}"))
 
     def build_dense(self, collection: str, batch_size: int | None = None,
                     timeout: float = DENSE_BUILD_TIMEOUT) -> dict[str, Any]:

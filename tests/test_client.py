@@ -87,6 +87,12 @@ def test_collection_build_through_the_api(client):
     assert client.search_papers("furrow").total == 0  # the default collection is untouched
     with pytest.raises(NotFoundError):
         client.publish_build("extra", build["build_id"])
+    empty = client.create_build("extra")["build_id"]
+    with pytest.raises(ConflictError) as e:  # an empty build never replaces the live one
+        client.publish_build("extra", empty, allow_shrink=True)
+    assert e.value.code == "build_refused"
+    assert client.abort_build("extra", empty)["aborted"] is True
+    assert client.stats("extra").papers == 2
 
 
 def test_async_client_has_the_same_methods(live_server):
