@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     session_db: Path | None = Field(None, description="SQLite file (default <data_dir>/sessions.sqlite)")
     lexicon: str | None = Field(None, description="Comma-separated gene lexicon sources (see search.lexicon)")
     ground_truth: Path | None = Field(None, description="FlyAOC ground truth, for coverage of curator-cited papers")
+    cursor_secret: SecretStr | None = Field(
+        None, description="Key that signs paper-text cursors (16+ characters); default: generated once into "
+                          "<data_dir>/cursor_secret. Set it when API processes on several machines share sessions")
 
     @property
     def engine_kind(self) -> str:

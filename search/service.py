@@ -6,13 +6,13 @@ same everywhere.
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections.abc import Iterable
 from typing import Literal
 
 from search.config import Settings
+from search.cursors import CursorSigner, load_secret
 from search.dense import DenseIndex, DenseUnavailable
 from search.engines import Engine, open_engine
 from search.errors import InvalidRequest, LimitExceeded, NotFound
@@ -31,12 +31,26 @@ Mode = Literal["bm25", "dense", "hybrid"]
 FUSION_DEPTH = 100
 
 
+class PaperNotFound(NotFound):
+    """No paper with this pmcid in the collection (reading it still costs a unit under the ``flyaoc`` budget)."""
+
+
 class SearchService:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._engines: dict[str, Engine] = {}
         self._dense: dict[str, DenseIndex] = {}
         self._lock = threading.Lock()
+        self._signer: CursorSigner | None = None
+
+    def cursors(self) -> CursorSigner:
+        """The cursor signer (its key is read, or made, on first use: searching never needs it)."""
+        with self._lock:
+            if self._signer is None:
+                secret = self.settings.cursor_secret
+                self._signer = CursorSigner(load_secret(secret.get_secret_value() if secret else None,
+                                                        self.settings.data_dir))
+            return self._signer
 
     def engine(self, collection: str = "default") -> Engine:
         check_collection(collection)
@@ -162,14 +176,15 @@ class SearchService:
     def get_paper(self, pmcid: str, collection: str = "default") -> Paper:
         paper = self.engine(collection).get_paper(pmcid)
         if paper is None:
-            raise NotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
+            raise PaperNotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
         return paper
 
     def paper_text(self, pmcid: str, *, sections: list[str] | None = None, max_chars: int | None = None,
-                   cursor: str | None = None, collection: str = "default") -> PaperText:
+                   cursor: str | None = None, collection: str = "default", reader: str = "") -> PaperText:
         """A page of a paper's text: at most ``max_chars`` characters of paragraphs, then a cursor to continue.
 
-        Paragraphs are never reordered; one longer than the page is cut and continued on the next page.
+        Paragraphs are never reordered; one longer than the page is cut and continued on the next page. Cursors are
+        signed for ``reader`` (the session id, or "" outside sessions), the collection, the paper and the sections.
         """
         wanted = self.check_sections(sections)
         max_chars = max_chars or self.settings.default_paper_max_chars
@@ -185,7 +200,9 @@ class SearchService:
             if wanted is None or sec.type in wanted:
                 parts += [(si, sec, p) for p in sec.paragraphs]
         total = sum(len(t) for _, _, t in parts)
-        start_part, start_char = _decode_cursor(cursor, len(parts))
+        signer = self.cursors()
+        bound = {"reader": reader, "collection": collection, "pmcid": paper.pmcid, "sections": wanted}
+        start_part, start_char = signer.decode(cursor, len(parts), **bound) if cursor is not None else (0, 0)
         out_sections: list[Section] = []
         abstract: str | None = None if not want_abstract else ""
         used, i, ch = 0, start_part, start_char
@@ -205,7 +222,7 @@ class SearchService:
                 ch += len(piece)
             else:
                 i, ch = i + 1, 0
-        next_cursor = _encode_cursor(i, ch) if i < len(parts) else None
+        next_cursor = signer.encode(i, ch, **bound) if i < len(parts) else None
         return PaperText(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
                          title=paper.title, abstract=abstract if want_abstract else None, sections=out_sections,
                          next_cursor=next_cursor, total_chars=total)
@@ -228,21 +245,3 @@ def _passages_by_id(engine: Engine, pmcids: Iterable[str]) -> dict[str, PassageH
                                    section_index=p.section_index, paragraph_index=p.paragraph_index, start=p.start,
                                    end=p.end, text=p.text, score=0.0, year=p.year)
     return out
-
-
-def _encode_cursor(part: int, char: int) -> str:
-    return base64.urlsafe_b64encode(f"{part}:{char}".encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str | None, n_parts: int) -> tuple[int, int]:
-    if not cursor:
-        return 0, 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        part, char = (int(x) for x in raw.split(":"))
-        if not (0 <= part < n_parts and char >= 0):
-            raise ValueError
-        return part, char
-    except ValueError:
-        raise InvalidRequest(f"Invalid cursor {cursor!r}: pass the next_cursor of the previous page unchanged "
-                             "(with the same sections).", details={"field": "cursor"}) from None

@@ -4,8 +4,13 @@ The rules live here, independent of HTTP and of the store:
 
 * **Budget.** ``distinct`` (default): reading a paper's text spends one unit per distinct pmcid, re-reading is
   free. ``flyaoc``: every ``get_paper_text`` call spends one unit, as FlyAOC's reference does (spec §2.2); a call
-  that continues a paper with a cursor is a continuation of a read, not a new one. Searching is always free. The
-  store spends atomically; at the limit it raises ``BudgetExhausted`` with the message the agent reads.
+  that continues a paper with its (signed) cursor is a continuation of a read, not a new one. Searching is always
+  free. At the limit the store raises ``BudgetExhausted`` with the message the agent reads.
+* **Budget exactness: at most once, never for nothing.** The answer is computed first; then the store *reserves*
+  the unit (atomically, so concurrent reads for the last unit cannot both win) and the unit is *spent* in the same
+  transaction that records the answer as the call's trace event, just before the response's last byte is sent. A
+  call that fails, or a process killed before that commit, spends nothing; its reservation lapses after
+  ``RESERVATION_TTL_S``.
 * **Synonym policy** (what ``gene=`` expands a search with): ``none``; ``snapshot`` (current symbol and full
   name); ``registered`` (plus names the agent registered in this session); ``full`` (the whole lexicon entry).
 * **Coverage**: against curator-cited pmcids, what the session read, what search surfaced but the agent did not
@@ -18,7 +23,8 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -40,6 +46,8 @@ MAX_TERM_ID_CHARS = 64
 SESSION_ID = re.compile(r"ses_[A-Za-z0-9_-]{1,64}")
 #: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read)
 READ_TOOLS = frozenset({"get_paper"})
+#: how long a reserved unit is held for an answer being recorded; a killed process's reservations lapse after it
+RESERVATION_TTL_S = 60.0
 T = TypeVar("T")
 
 
@@ -126,12 +134,16 @@ class Session(BaseModel):
 
 
 class ReadCharge(BaseModel):
-    """What one read cost: ``charged`` is false for a free re-read (or a continuation page)."""
+    """What one read costs: ``charged`` is false for a free re-read (or a continuation page). ``used`` counts the
+    units spent and held by answers being recorded. ``token`` names the store's reservation until it is committed."""
 
     pmcid: str
     charged: bool
     used: int
     max_papers: int
+    continuation: bool = False
+    token: str | None = None
+    seq: int | None = Field(None, description="The trace number reserved for the read's event (cluster store)")
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -309,19 +321,75 @@ def charge_decision(session_id: str, status: str, policy: str, max_papers: int, 
     return True
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """A unit held for an answer being recorded (``unit`` 0: the read is free, or shares a paper's pending unit)."""
+
+    token: str
+    pmcid: str
+    unit: int
+    expires_at: float
+
+
+def held_units(policy: str, live: Iterable[Reservation], papers_read: Collection[str]) -> int:
+    """Units held by live reservations: under ``distinct`` one per pending paper not read yet, else their units."""
+    if policy == "distinct":
+        return len({r.pmcid for r in live if r.pmcid not in papers_read})
+    return sum(r.unit for r in live)
+
+
+def reserve_decision(session_id: str, status: str, policy: str, max_papers: int, used: int,
+                     live: Sequence[Reservation], papers_read: Collection[str], pmcid: str,
+                     continuation: bool) -> tuple[int, int]:
+    """(unit, units spent or held once reserved) for a new read; raises when it may not read. Under ``distinct`` a
+    read of a paper whose first read is still pending shares that read's unit."""
+    pending_same = policy == "distinct" and any(r.pmcid == pmcid for r in live)
+    held = held_units(policy, live, papers_read)
+    unit = int(charge_decision(session_id, status, policy, max_papers, used + held,
+                               pmcid in papers_read or pending_same, continuation))
+    return unit, used + held + unit
+
+
+def commit_decision(policy: str, max_papers: int, used: int, reservations: Iterable[Reservation],
+                    papers_read: Collection[str], token: str | None, pmcid: str, continuation: bool,
+                    now: float) -> bool:
+    """Whether recording the answer of reservation ``token`` spends a unit. Never raises (the answer exists): a
+    reservation that lapsed is charged only if a unit is still free, so the budget is never overspent."""
+    live = [r for r in reservations if r.expires_at > now]
+    mine = next((r for r in live if r.token == token), None)
+    others = [r for r in live if r.token != token]
+    if policy == "distinct":
+        if pmcid in papers_read:
+            return False
+        if mine is not None or any(r.pmcid == pmcid for r in others):
+            return True
+    elif mine is not None:
+        return bool(mine.unit)
+    elif pmcid in papers_read and continuation:
+        return False
+    return used + held_units(policy, others, papers_read) < max_papers
+
+
 def require_open(session_id: str, status: str) -> None:
     """Closed sessions take no reads, names or submissions."""
     if status != "open":
         raise SessionClosed(session_id)
 
 
-def charged_read(store, session: Session, pmcid: str, continuation: bool,
-                 read: Callable[[], T]) -> tuple[T, ReadCharge]:
-    """Run ``read`` (which produces the text) and spend budget for it in ``store``. Under ``distinct`` the text is
-    made first, so an unknown pmcid or a bad argument costs nothing; under ``flyaoc`` the unit is spent first, as in
-    the reference, where every call counts."""
-    if session.budget_policy == "flyaoc":
-        charge = store.charge_read(session.id, pmcid, continuation)
-        return read(), charge
-    text = read()
-    return text, store.charge_read(session.id, pmcid, continuation)
+def charged_read(store, session: Session, pmcid: str, continuation: bool, read: Callable[[], T],
+                 hold: Callable[[ReadCharge], None]) -> tuple[T, ReadCharge]:
+    """Compute the answer with ``read``, then reserve its unit in ``store`` and pass the reservation to ``hold``:
+    whoever records the answer commits it (``store.commit_read``, the trace middleware over HTTP), so nothing is
+    spent for a call that fails. A bad argument never costs; under ``flyaoc`` an unknown pmcid does (the reference
+    counts every call), and the reservation is held for the 404 answer."""
+    from search.service import PaperNotFound
+
+    try:
+        answer = read()
+    except PaperNotFound:
+        if session.budget_policy == "flyaoc":
+            hold(store.reserve_read(session.id, pmcid, continuation))
+        raise
+    charge = store.reserve_read(session.id, pmcid, continuation)
+    hold(charge)
+    return answer, charge

@@ -1,14 +1,17 @@
 """The session store: sessions, reads (the budget), registered names, traces, submissions, teams and API keys.
 
 ``SessionStore`` is the protocol; ``SqliteStore`` (``<data_dir>/sessions.sqlite``, WAL) serves one machine, any
-number of API processes included: a read is charged inside one ``BEGIN IMMEDIATE`` transaction (SQLite's writer
-lock, shared by every process that opens the file), so two concurrent reads for the last unit cannot both win.
+number of API processes included: a read's unit is reserved inside one ``BEGIN IMMEDIATE`` transaction (SQLite's
+writer lock, shared by every process that opens the file), so two concurrent reads for the last unit cannot both
+win, and spent in the transaction that appends the call's trace event (see ``search.sessions``: at most once,
+never for nothing).
 ``search.store_cluster.ClusterStore`` is the shared store for several machines. ``open_store`` picks one.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -21,7 +24,8 @@ from typing import Protocol
 from search.auth import ApiKey
 from search.config import Settings
 from search.errors import FlysiftError, NotFound
-from search.sessions import ReadCharge, Session, Submission, TraceEvent, charge_decision, require_open
+from search.sessions import (RESERVATION_TTL_S, ReadCharge, Reservation, Session, Submission, TraceEvent,
+                             commit_decision, require_open, reserve_decision)
 
 
 class Conflict(FlysiftError):
@@ -43,6 +47,10 @@ class SessionStore(Protocol):
     def list_sessions(self, team: str, limit: int = 100, offset: int = 0) -> list[Session]: ...
     def close_session(self, session_id: str) -> Session: ...
     def charge_read(self, session_id: str, pmcid: str, continuation: bool = False) -> ReadCharge: ...
+    def reserve_read(self, session_id: str, pmcid: str, continuation: bool = False,
+                     traced: bool = True) -> ReadCharge: ...
+    def commit_read(self, session_id: str, charge: ReadCharge, event: TraceEvent | None = None,
+                    answered: bool = True) -> int | None: ...
     def register_names(self, session_id: str, names: list[str]) -> list[str]: ...
     def append_trace(self, session_id: str, event: TraceEvent) -> int: ...
     def trace(self, session_id: str, after: int = 0, limit: int = 1000) -> list[TraceEvent]: ...
@@ -75,6 +83,9 @@ CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, team TEXT NOT NULL, cr
 CREATE INDEX IF NOT EXISTS sessions_team ON sessions(team, created_at);
 CREATE TABLE IF NOT EXISTS reads (session_id TEXT NOT NULL, pmcid TEXT NOT NULL, n INTEGER NOT NULL,
     first_at REAL NOT NULL, ord INTEGER NOT NULL, PRIMARY KEY (session_id, pmcid));
+CREATE TABLE IF NOT EXISTS pending (token TEXT PRIMARY KEY, session_id TEXT NOT NULL, pmcid TEXT NOT NULL,
+    unit INTEGER NOT NULL, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_session ON pending(session_id);
 CREATE TABLE IF NOT EXISTS names (session_id TEXT NOT NULL, name TEXT NOT NULL, ord INTEGER NOT NULL,
     PRIMARY KEY (session_id, name));
 CREATE TABLE IF NOT EXISTS trace (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,
@@ -90,8 +101,9 @@ _LIVE_FIELDS = {"status", "closed_at", "budget_used", "papers_read", "registered
 class SqliteStore:
     """SQLite in WAL mode; one connection per thread, writes in ``BEGIN IMMEDIATE`` transactions."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, reservation_ttl_s: float = RESERVATION_TTL_S):
         self.path = Path(path)
+        self.reservation_ttl_s = reservation_ttl_s
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._conn().executescript(_SCHEMA)
@@ -213,21 +225,58 @@ class SqliteStore:
         return self.get_session(session_id)  # type: ignore[return-value]
 
     def charge_read(self, session_id: str, pmcid: str, continuation: bool = False) -> ReadCharge:
+        """Reserve and spend at once (for callers that hold the answer already)."""
+        charge = self.reserve_read(session_id, pmcid, continuation)
+        self.commit_read(session_id, charge)
+        return charge.model_copy(update={"token": None})
+
+    @staticmethod
+    def _pending(db: sqlite3.Connection, session_id: str) -> list[Reservation]:
+        return [Reservation(*r) for r in db.execute(
+            "SELECT token, pmcid, unit, expires_at FROM pending WHERE session_id=?", (session_id,))]
+
+    @staticmethod
+    def _papers_read(db: sqlite3.Connection, session_id: str) -> set[str]:
+        return {r[0] for r in db.execute("SELECT pmcid FROM reads WHERE session_id=?", (session_id,))}
+
+    def reserve_read(self, session_id: str, pmcid: str, continuation: bool = False,
+                     traced: bool = True) -> ReadCharge:
+        """Hold the read's unit (raises at the limit); ``commit_read`` spends it with the answer's record (the trace
+        event is numbered then: ``traced`` matters to the cluster store only)."""
+        now = time.time()
         with self._tx() as db:
             status, used, data = self._row(db, session_id)
             meta = json.loads(data)
-            prev = db.execute("SELECT n FROM reads WHERE session_id=? AND pmcid=?", (session_id, pmcid)).fetchone()
-            charged = charge_decision(session_id, status, meta["budget_policy"], meta["max_papers"], used,
-                                      prev is not None, continuation)
-            if prev is None:
-                db.execute("INSERT INTO reads VALUES (?, ?, 1, ?, (SELECT COUNT(*) FROM reads WHERE session_id=?))",
-                           (session_id, pmcid, time.time(), session_id))
-            else:
-                db.execute("UPDATE reads SET n=n+1 WHERE session_id=? AND pmcid=?", (session_id, pmcid))
-            if charged:
-                used += 1
-                db.execute("UPDATE sessions SET budget_used=? WHERE id=?", (used, session_id))
-        return ReadCharge(pmcid=pmcid, charged=charged, used=used, max_papers=meta["max_papers"])
+            db.execute("DELETE FROM pending WHERE session_id=? AND expires_at<=?", (session_id, now))
+            unit, held = reserve_decision(session_id, status, meta["budget_policy"], meta["max_papers"], used,
+                                          self._pending(db, session_id), self._papers_read(db, session_id), pmcid,
+                                          continuation)
+            token = secrets.token_urlsafe(12)
+            db.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?)",
+                       (token, session_id, pmcid, unit, now + self.reservation_ttl_s))
+        return ReadCharge(pmcid=pmcid, charged=bool(unit), used=held, max_papers=meta["max_papers"],
+                          continuation=continuation, token=token)
+
+    def commit_read(self, session_id: str, charge: ReadCharge, event: TraceEvent | None = None,
+                    answered: bool = True) -> int | None:
+        """In one transaction: drop the reservation, spend its unit if the call was ``answered``, and append the
+        call's trace ``event``; returns the event's seq."""
+        with self._tx() as db:
+            _, used, data = self._row(db, session_id)
+            meta = json.loads(data)
+            pending = self._pending(db, session_id)
+            db.execute("DELETE FROM pending WHERE token=?", (charge.token,))
+            if answered:
+                spend = commit_decision(meta["budget_policy"], meta["max_papers"], used, pending,
+                                        self._papers_read(db, session_id), charge.token, charge.pmcid,
+                                        charge.continuation, time.time())
+                if db.execute("UPDATE reads SET n=n+1 WHERE session_id=? AND pmcid=?",
+                              (session_id, charge.pmcid)).rowcount == 0:
+                    db.execute("INSERT INTO reads VALUES (?, ?, 1, ?, (SELECT COUNT(*) FROM reads WHERE session_id=?))",
+                               (session_id, charge.pmcid, time.time(), session_id))
+                if spend:
+                    db.execute("UPDATE sessions SET budget_used=budget_used+1 WHERE id=?", (session_id,))
+            return self._append(db, session_id, event) if event is not None else None
 
     def register_names(self, session_id: str, names: list[str]) -> list[str]:
         with self._tx() as db:
@@ -241,10 +290,14 @@ class SqliteStore:
     def append_trace(self, session_id: str, event: TraceEvent) -> int:
         with self._tx() as db:
             self._row(db, session_id)
-            seq = db.execute("UPDATE sessions SET trace_seq=trace_seq+1 WHERE id=? RETURNING trace_seq",
-                             (session_id,)).fetchone()[0]
-            db.execute("INSERT INTO trace VALUES (?, ?, ?)",
-                       (session_id, seq, event.model_copy(update={"seq": seq}).model_dump_json()))
+            return self._append(db, session_id, event)
+
+    @staticmethod
+    def _append(db: sqlite3.Connection, session_id: str, event: TraceEvent) -> int:
+        seq = db.execute("UPDATE sessions SET trace_seq=trace_seq+1 WHERE id=? RETURNING trace_seq",
+                         (session_id,)).fetchone()[0]
+        db.execute("INSERT INTO trace VALUES (?, ?, ?)",
+                   (session_id, seq, event.model_copy(update={"seq": seq}).model_dump_json()))
         return seq
 
     def trace(self, session_id: str, after: int = 0, limit: int = 1000) -> list[TraceEvent]:

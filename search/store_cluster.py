@@ -4,7 +4,9 @@ One document per session holds its counters (budget used, trace and submission s
 (papers read, registered names). Every change to it is a read-modify-write guarded by optimistic concurrency: the
 write carries the ``_seq_no``/``_primary_term`` it read (``if_seq_no``/``if_primary_term``) and the cluster refuses it
 with 409 if anyone wrote in between; then the change is redone on the fresh document. So two replicas charging the
-last unit of a budget cannot both win, exactly as with SQLite's writer lock. Trace events and submissions are their
+last unit of a budget cannot both win, exactly as with SQLite's writer lock. A read's unit is reserved in the
+document (``pending``, with its trace event's number) and spent only after its trace event document is written,
+so a call whose answer was never recorded is never charged. Trace events and submissions are their
 own documents with ids ``<session>:<seq>``, created with ``op_type=create`` after the counter was taken, and read
 back by id (real-time GET, no refresh). Teams and keys are documents keyed by name and key id.
 """
@@ -12,6 +14,7 @@ back by id (real-time GET, no refresh). Teams and keys are documents keyed by na
 from __future__ import annotations
 
 import random
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +23,8 @@ from typing import Any, TypeVar
 from search.auth import ApiKey
 from search.engines.cluster import ClusterRequestError, Transport
 from search.errors import NotFound, Unavailable
-from search.sessions import ReadCharge, Session, Submission, TraceEvent, charge_decision, require_open
+from search.sessions import (RESERVATION_TTL_S, ReadCharge, Reservation, Session, Submission, TraceEvent,
+                             commit_decision, require_open, reserve_decision)
 from search.store import Conflict, session_not_found
 
 T = TypeVar("T")
@@ -46,8 +50,10 @@ class _NoWrite(Exception):
 class ClusterStore:
     """``SessionStore`` over cluster documents; indices ``<prefix>-sessions-<kind>`` are created on first use."""
 
-    def __init__(self, transport: Transport, prefix: str = "flysift", replicas: int = 0):
+    def __init__(self, transport: Transport, prefix: str = "flysift", replicas: int = 0,
+                 reservation_ttl_s: float = RESERVATION_TTL_S):
         self.t = transport
+        self.reservation_ttl_s = reservation_ttl_s
         self.prefix = prefix
         self.replicas = replicas
         self._ready = False
@@ -208,20 +214,58 @@ class ClusterStore:
         return self.get_session(session_id)  # type: ignore[return-value]
 
     def charge_read(self, session_id: str, pmcid: str, continuation: bool = False) -> ReadCharge:
+        """Reserve and spend at once (for callers that hold the answer already)."""
+        charge = self.reserve_read(session_id, pmcid, continuation, traced=False)
+        self.commit_read(session_id, charge)
+        return charge.model_copy(update={"token": None})
+
+    @staticmethod
+    def _reservations(doc: dict[str, Any]) -> list[Reservation]:
+        return [Reservation(**r) for r in doc.get("pending", [])]
+
+    def reserve_read(self, session_id: str, pmcid: str, continuation: bool = False,
+                     traced: bool = True) -> ReadCharge:
+        """Hold the read's unit in the session document (raises at the limit) and, if ``traced``, number its trace
+        event; ``commit_read`` spends the unit."""
+        token = secrets.token_urlsafe(12)
+
         def change(doc) -> ReadCharge:
-            already = pmcid in doc["papers_read"]
-            charged = charge_decision(session_id, doc["status"], doc["budget_policy"], doc["max_papers"],
-                                      doc["budget_used"], already, continuation)
-            result = ReadCharge(pmcid=pmcid, charged=charged, used=doc["budget_used"] + charged,
-                                max_papers=doc["max_papers"])
-            if not charged:
-                raise _NoWrite(result)
-            doc["budget_used"] += 1
-            if not already:
-                doc["papers_read"].append(pmcid)
-            return result
+            now = time.time()
+            live = [r for r in self._reservations(doc) if r.expires_at > now]
+            unit, held = reserve_decision(session_id, doc["status"], doc["budget_policy"], doc["max_papers"],
+                                          doc["budget_used"], live, set(doc["papers_read"]), pmcid, continuation)
+            live.append(Reservation(token, pmcid, unit, now + self.reservation_ttl_s))
+            doc["pending"] = [vars(r) for r in live]
+            if traced:
+                doc["trace_seq"] += 1
+            return ReadCharge(pmcid=pmcid, charged=bool(unit), used=held, max_papers=doc["max_papers"],
+                              continuation=continuation, token=token, seq=doc["trace_seq"] if traced else None)
 
         return self._change(session_id, change)
+
+    def commit_read(self, session_id: str, charge: ReadCharge, event: TraceEvent | None = None,
+                    answered: bool = True) -> int | None:
+        """Write the call's trace ``event`` (under the number reserved for it), then, in one document write, drop the
+        reservation and spend its unit if the call was ``answered``. Returns the event's seq."""
+        seq = charge.seq
+        if event is not None:
+            if seq is None:
+                seq = self._next(session_id, "trace_seq", check_open=False)
+            self._put_event(session_id, seq, event)
+
+        def change(doc) -> None:
+            pending = self._reservations(doc)
+            doc["pending"] = [vars(r) for r in pending if r.token != charge.token]
+            if answered:
+                read = set(doc["papers_read"])
+                if commit_decision(doc["budget_policy"], doc["max_papers"], doc["budget_used"], pending, read,
+                                   charge.token, charge.pmcid, charge.continuation, time.time()):
+                    doc["budget_used"] += 1
+                if charge.pmcid not in read:
+                    doc["papers_read"].append(charge.pmcid)
+
+        self._change(session_id, change)
+        return seq if event is not None else None
 
     def register_names(self, session_id: str, names: list[str]) -> list[str]:
         def change(doc) -> list[str]:
@@ -244,10 +288,13 @@ class ClusterStore:
 
     def append_trace(self, session_id: str, event: TraceEvent) -> int:
         seq = self._next(session_id, "trace_seq", check_open=False)
+        self._put_event(session_id, seq, event)
+        return seq
+
+    def _put_event(self, session_id: str, seq: int, event: TraceEvent) -> None:
         event = event.model_copy(update={"seq": seq})
         self._create("trace", f"{session_id}:{seq:09d}",
                      {"session_id": session_id, "seq": seq, "event": event.model_dump()})
-        return seq
 
     def _numbered(self, kind: str, session_id: str, counter: str, after: int, limit: int) -> list[dict]:
         got = self._get("sessions", session_id)

@@ -76,7 +76,7 @@ def test_long_paper_comes_in_pages_with_a_cursor(http):
     text = "".join((p["abstract"] or "") + "".join("".join(s["paragraphs"]) for s in p["sections"]) for p in pages)
     expected = paper.abstract + "".join("".join(s.paragraphs) for s in paper.sections)
     assert text == expected
-    assert_error(http.get(f"/v1/papers/{paper.pmcid}", params={"cursor": "garbage"}), 422, "invalid_request")
+    assert_error(http.get(f"/v1/papers/{paper.pmcid}", params={"cursor": "garbage"}), 422, "invalid_cursor")
 
 
 def test_health_stats_openapi(http):

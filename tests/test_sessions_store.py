@@ -49,6 +49,30 @@ class StoreContract:
             store.charge_read("nope", "P1")
 
 
+    def test_reservations_hold_the_last_unit_then_lapse_without_overspending(self, store):
+        """A read's unit is held from its answer until the answer is recorded (``commit_read``); a failed call
+        releases it, a killed process's reservation lapses, and a late commit never spends past the budget."""
+        store.create_session(_session("r", max_papers=1))
+        p1 = store.reserve_read("r", "P1")
+        with pytest.raises(BudgetExhausted):  # the unit is held by P1's answer, not yet spent
+            store.reserve_read("r", "P2")
+        shared = store.reserve_read("r", "P1")
+        assert shared.charged is False  # a second read of the pending paper shares its unit
+        store.commit_read("r", p1, answered=False)  # P1's first call failed: nothing spent, the other still holds
+        with pytest.raises(BudgetExhausted):
+            store.reserve_read("r", "P2")
+        store.commit_read("r", shared, answered=False)
+        assert store.get_session("r").budget_used == 0
+        store.reservation_ttl_s = 0.0  # reservations lapse at once from here on
+        late = store.reserve_read("r", "P3")
+        p4 = store.reserve_read("r", "P4")  # P3's reservation lapsed
+        ev = TraceEvent(time=time.time(), tool="get_paper", latency_ms=1.0, status=200, returned_ids=["P4"])
+        seq = store.commit_read("r", p4, ev)
+        assert [(e.seq, e.returned_ids) for e in store.trace("r")] == [(seq, ["P4"])]
+        store.commit_read("r", late)  # its answer came too late to be charged: the budget is spent
+        s = store.get_session("r")
+        assert s.budget_used == 1 and s.papers_read == ["P4", "P3"]
+
     def test_concurrent_charges_in_one_process(self, store):
         store.create_session(_session("c", max_papers=5))
         with ThreadPoolExecutor(10) as pool:

@@ -195,8 +195,12 @@ class TraceMiddleware:
                             returned_ids=[] if error else returned_ids(out),
                             latency_ms=round((time.perf_counter() - t0) * 1000, 3), status=status["code"], error=error)
             st: SessionStore = scope["app"].state.store
+            charge = scope.get("state", {}).get("read_charge")  # a read's unit is spent with its answer's record
             try:
-                await anyio.to_thread.run_sync(st.append_trace, sid, ev)
+                if charge is None:
+                    await anyio.to_thread.run_sync(st.append_trace, sid, ev)
+                else:
+                    await anyio.to_thread.run_sync(st.commit_read, sid, charge, ev, status["code"] < 500)
             except FlysiftError:  # the session vanished meanwhile: nothing to record into
                 pass
 

@@ -20,7 +20,7 @@ from search.errors import DEFAULT_COLLECTION, FlysiftError, index_missing
 from search.models import IndexStats, IndexSummary, PaperSearchResults, PaperText, PassageSearchResults
 from search.passages import split_passages
 from search.service import SearchService
-from search.sessions import Session, charged_read, search_expansions
+from search.sessions import ReadCharge, Session, charged_read, search_expansions
 
 router = APIRouter(prefix="/v1")
 
@@ -72,16 +72,21 @@ def get_paper(pmcid: str, request: Request, response: Response,
               cursor: str | None = None, collection: str = "default",
               session: Session | None = Depends(current_session)) -> PaperText:
     """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
-    X-Budget-Max say how much."""
+    X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see
+    ``search.sessions``), and cursors are signed for the session that got them."""
     names = [n for s in sections for n in s.split(",")] if sections else None
 
     def read() -> PaperText:
         return _svc(request).paper_text(pmcid, sections=names, max_chars=max_chars, cursor=cursor,
-                                        collection=collection)
+                                        collection=collection, reader=session.id if session else "")
 
     if session is None:
         return read()
-    text, charge = charged_read(store(request), session, pmcid, cursor is not None, read)
+
+    def hold(charge: ReadCharge) -> None:  # the trace middleware commits it with the call's event
+        request.state.read_charge = charge
+
+    text, charge = charged_read(store(request), session, pmcid, cursor is not None, read, hold)
     response.headers["X-Budget-Used"] = str(charge.used)
     response.headers["X-Budget-Max"] = str(charge.max_papers)
     return text
