@@ -110,10 +110,10 @@ def main() -> None:
 
     import psutil
 
-    from search.config import Settings
-    from search.engines.cluster import ClusterEngine
-    from search.engines.embedded import EmbeddedEngine
-    from search.planner import plan
+    from search.core.config import Settings
+    from search.engines.cluster.engine import ClusterEngine
+    from search.engines.embedded.engine import EmbeddedEngine
+    from search.retrieval.planner import plan
 
     args.work.mkdir(parents=True, exist_ok=True)
     corpus_dir = args.work / "corpus"

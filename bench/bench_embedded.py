@@ -115,8 +115,8 @@ def flysift_build(corpus: Path, data_dir: Path) -> dict:
 
 def flysift_in_process(data_dir: Path, queries: list[dict]) -> tuple[dict, list[list[str]]]:
     """Planner + engine, as the service calls them, timed per query after one warm-up pass."""
-    from search.engines.embedded import EmbeddedEngine
-    from search.planner import plan
+    from search.engines.embedded.engine import EmbeddedEngine
+    from search.retrieval.planner import plan
 
     engine = EmbeddedEngine(data_dir)
 

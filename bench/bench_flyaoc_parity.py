@@ -67,7 +67,7 @@ def pairs(ours: dict[str, Any], genes: list[dict[str, Any]], ref: dict[str, Any]
 
 def make_stress(perfect_dir: str, go_obo: str, fbbt_obo: str, out_dir: str, seed: int = 7) -> dict[str, Any]:
     """Write the stress set; returns what was done to which gene."""
-    from search.ontology import Ontology
+    from search.ontology.model import Ontology
 
     rng = random.Random(seed)
     go, fbbt = Ontology.load(go_obo, "go"), Ontology.load(fbbt_obo, "fbbt")

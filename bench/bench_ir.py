@@ -58,7 +58,7 @@ def local_service():
     import uvicorn
 
     from search.api.app import create_app
-    from search.config import Settings
+    from search.core.config import Settings
 
     with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
         s.bind(("127.0.0.1", 0))

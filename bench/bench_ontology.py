@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.engines.embedded_terms import TermIndex, normalise  # noqa: E402
-from search.hidden import expand, named_set  # noqa: E402
-from search.ontology import Ontology, WangSimilarity  # noqa: E402
-from search.terms import TermService  # noqa: E402
+from search.engines.embedded.terms import TermIndex, normalise  # noqa: E402
+from search.ontology.hidden import expand, named_set  # noqa: E402
+from search.ontology.model import Ontology, WangSimilarity  # noqa: E402
+from search.ontology.service import TermService  # noqa: E402
 
 FILES = {"go": "ontologies/go-basic.obo.gz", "fbbt": "ontologies/fbbt-2013-07-26.obo", "fbdv": "ontologies/fbdv.obo"}
 

@@ -28,9 +28,9 @@ import httpx  # noqa: E402
 from bench.common import (flysift_command, free_port, latency_summary, machine, markdown_table,  # noqa: E402
                           served, stopwatch, write_json)
 from indexer.synthetic import SyntheticConfig, answer_key, bundled_genes, generate  # noqa: E402
-from search.engines.embedded import EmbeddedEngine  # noqa: E402
-from search.lexicon import Lexicon  # noqa: E402
-from search.passages import split_passages  # noqa: E402
+from search.engines.embedded.engine import EmbeddedEngine  # noqa: E402
+from search.text.lexicon import Lexicon  # noqa: E402
+from search.text.passages import split_passages  # noqa: E402
 
 BUDGET = 16
 
@@ -142,9 +142,9 @@ async def warm_up(base: str, gene) -> None:
 
 def store_ops(path: Path, n: int) -> dict[str, float]:
     """Microseconds per store operation on an idle SQLite store (what a session adds to a call)."""
-    from search.models import Gene
-    from search.sessions import Session, TraceEvent
-    from search.store import SqliteStore
+    from search.core.models import Gene
+    from search.sessions.models import Session, TraceEvent
+    from search.sessions.store import SqliteStore
 
     st = SqliteStore(path)
     st.create_session(Session(id="ses_bench", team="b", gene=Gene(id="FBgn0000001", symbol="x"), max_papers=n,

@@ -21,8 +21,8 @@ def _live(ontology, resolve_alt: bool):
 
 
 def ontology_similarities(go_obo: Path, fbbt_obo: Path, fbdv_obo: Path | None = None):
-    """Wang similarity for GO and FBbt (search.ontology, spec §4.4) and id checks for the prediction parser."""
-    from search.ontology import Ontology, WangSimilarity
+    """Wang similarity for GO and FBbt (search.ontology.model, spec §4.4) and id checks for the prediction parser."""
+    from search.ontology.model import Ontology, WangSimilarity
 
     go, fbbt = Ontology.load(go_obo, "go"), Ontology.load(fbbt_obo, "fbbt")
     similarity = {"go": WangSimilarity(go, "go").sim, "anatomy": WangSimilarity(fbbt, "fbbt").sim}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.flyaoc import GenePrediction, GeneTruth
-from search.errors import InputError
+from search.core.errors import InputError
 
 #: Tools whose calls put a paper's text in front of the agent (FlyAOC's names and ours).
 READ_TOOLS = frozenset({"get_paper_text", "analyze_papers_batch", "read_paper", "get_paper", "read_passages"})

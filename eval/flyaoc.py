@@ -2,7 +2,7 @@
 
 Two modes: ``parity`` (default; FlyAOC's denominators, defects included, so published numbers compare) and
 ``corrected`` (§4.10: unique-id denominators, no null anatomy member, missing genes count as failures).
-Similarity is injected (a callable ``sim(a, b) -> float``, e.g. ``search.ontology.WangSimilarity(...).sim``) so the
+Similarity is injected (a callable ``sim(a, b) -> float``, e.g. ``search.ontology.model.WangSimilarity(...).sim``) so the
 metric code never re-implements Wang. Bad prediction files never abort a run: problems are collected per gene as
 ``Issue`` records and the gene scores zero where its file is unusable.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from search.errors import InputError
+from search.core.errors import InputError
 
 from eval.jsonl import read_jsonl
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from ranx import Qrels, Run, compare, evaluate
 
-from search.errors import InputError
-from search.models import Paper
+from search.core.errors import InputError
+from search.core.models import Paper
 
 from eval.jsonl import read_jsonl
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from search.errors import InputError
+from search.core.errors import InputError
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:

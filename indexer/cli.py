@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from search.cli import data_dir_option, settings_for
+from search.cli.main import data_dir_option, settings_for
 
 from indexer.dense_cli import dense
 from indexer.ontologies import ontology
@@ -89,8 +89,8 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
 @click.option("--port", type=int, default=8000, show_default=True)
 def demo(data_dir: Path | None, papers: int, queries: tuple[str, ...], serve: bool, port: int) -> None:
     """Generate a sample corpus, index it, answer sample queries (and optionally serve it)."""
-    from search.lexicon import Lexicon
-    from search.service import SearchService
+    from search.text.lexicon import Lexicon
+    from search.retrieval.service import SearchService
 
     from indexer.synthetic import SyntheticConfig, bundled_genes, write_corpus
 

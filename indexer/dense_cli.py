@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from search.cli import data_dir_option, settings_for
-from search.dense import BATCH_SIZE, MODEL_ENV, build_dense
+from search.cli.main import data_dir_option, settings_for
+from search.retrieval.dense import BATCH_SIZE, MODEL_ENV, build_dense
 
 
 @click.command("dense")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from search.cli import data_dir_option, settings_for
-from search.names import ONTOLOGY_PATTERN, is_valid
+from search.cli.main import data_dir_option, settings_for
+from search.core.names import ONTOLOGY_PATTERN, is_valid
 
 
 def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -26,8 +26,8 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool) -> None:
     """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy."""
     from search.engines import open_engine
-    from search.ontology import Ontology
-    from search.terms import TermService
+    from search.ontology.model import Ontology
+    from search.ontology.service import TermService
 
     settings = settings_for(data_dir)
     t0 = time.perf_counter()

@@ -24,8 +24,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from search.errors import InputError, InvalidRequest
-from search.models import Gene, Paper, Section
+from search.core.errors import InputError, InvalidRequest
+from search.core.models import Gene, Paper, Section
 
 GENES_TSV = Path(__file__).parent / "data" / "genes.tsv"
 _TSV_COLUMNS = ("id", "symbol", "fullname", "symbol_synonyms", "fullname_synonyms")

@@ -19,10 +19,10 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel
 
-from search.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
-from search.query import Filters
-from search.sessions import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
-from search.validation import ValidationReport
+from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
+from search.core.query import Filters
+from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
+from search.flyaoc.validation import ValidationReport
 
 DEFAULT_TIMEOUT = 30.0
 DENSE_BUILD_TIMEOUT = 1800.0
@@ -156,7 +156,7 @@ def _params(**kw: Any) -> dict[str, Any]:
 
 def _terms_models():
     """Term response models live with the term service; imported when first needed (it loads the term index)."""
-    from search import terms
+    from search.ontology import service as terms
 
     return terms
 
@@ -306,7 +306,7 @@ class _Endpoints:
     def search_terms(self, q: str, ontology: str = "go", aspect: str | None = None, limit: int = 10,
                      include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
                      hidden_descendants: bool | None = None):
-        """Terms by name, synonym, definition or id (``search.terms.TermSearchResponse``)."""
+        """Terms by name, synonym, definition or id (``search.ontology.service.TermSearchResponse``)."""
         return self._send(_Request("GET", "/v1/terms/search", lambda b: _terms_models().TermSearchResponse.model_validate(b),
                                    params=_params(q=q, ontology=ontology, aspect=aspect, limit=limit,
                                                   include_obsolete=include_obsolete, hidden=_hidden(hidden),
@@ -314,14 +314,14 @@ class _Endpoints:
 
     def get_term(self, term_id: str, hidden: str | Iterable[str] | None = None,
                  hidden_descendants: bool | None = None):
-        """A term by primary or alternative id (``search.terms.TermLookup``)."""
+        """A term by primary or alternative id (``search.ontology.service.TermLookup``)."""
         return self._send(_Request("GET", f"/v1/terms/{term_id}", lambda b: _terms_models().TermLookup.model_validate(b),
                                    params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def related_terms(self, term_id: str, direction: Literal["ancestors", "descendants", "parents", "children"],
                       relations: str | None = None, limit: int | None = None,
                       hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Ancestors, descendants, parents or children of a term (``search.terms.TermList``)."""
+        """Ancestors, descendants, parents or children of a term (``search.ontology.service.TermList``)."""
         return self._send(_Request("GET", f"/v1/terms/{term_id}/{direction}",
                                    lambda b: _terms_models().TermList.model_validate(b),
                                    params=_params(relations=relations, limit=limit, hidden=_hidden(hidden),
@@ -329,7 +329,7 @@ class _Endpoints:
 
     def resolve_terms(self, text: str, ontology: str = "go", aspect: str | None = None, limit: int = 5,
                       hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Terms ranked for a free-text description (``list[search.terms.ResolvedTerm]``)."""
+        """Terms ranked for a free-text description (``list[search.ontology.service.ResolvedTerm]``)."""
         return self._send(_Request("GET", "/v1/terms/resolve",
                                    lambda b: [_terms_models().ResolvedTerm.model_validate(x) for x in b],
                                    params=_params(text=text, ontology=ontology, aspect=aspect, limit=limit,

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from search.config import Settings
+from search.core.config import Settings
 
 OPENSEARCH_IMAGE = os.environ.get("FLYSIFT_TEST_OPENSEARCH_IMAGE", "opensearchproject/opensearch:2.19.1")
 ELASTICSEARCH_IMAGE = os.environ.get("FLYSIFT_TEST_ELASTICSEARCH_IMAGE",

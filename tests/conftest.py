@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from search.config import Settings
-from search.engines.embedded import EmbeddedEngine
-from search.models import Paper, Section
-from search.passages import split_passages
+from search.core.config import Settings
+from search.engines.embedded.engine import EmbeddedEngine
+from search.core.models import Paper, Section
+from search.text.passages import split_passages
 
 PAPERS = [
     Paper(pmcid="PMC100001", year=2001, journal="Dev Biol", title="Delta and Notch signalling in the wing",

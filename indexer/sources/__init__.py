@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from search.errors import InputError
-from search.models import Paper, Reject
+from search.core.errors import InputError
+from search.core.models import Paper, Reject
 
 FORMATS = ("flyaoc", "jats", "bioc")
 

@@ -20,8 +20,8 @@ from lxml import etree
 
 from indexer.sources import (IdMap, SourceItem, clean_text, data_suffix, join_paragraphs, normalize_pmcid,
                              normalize_pmid, normalize_year, open_binary, paper_item, reject_item)
-from search.errors import InputError
-from search.models import SECTION_TYPES, Paper, Section
+from search.core.errors import InputError
+from search.core.models import SECTION_TYPES, Paper, Section
 
 _SKIPPED_TYPES = ("ref", "table", "table_foot", "table_footnote")
 _DOC_TAG = re.compile(rb"<document[\s>]")

@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 from indexer.sources import (IdMap, SourceItem, clean_text, data_suffix, is_hf_dataset_dir, join_paragraphs,
                              normalize_pmcid, normalize_pmid, normalize_year, open_binary, paper_item, reject_item,
                              split_blank_lines)
-from search.errors import InputError
-from search.models import SECTION_TYPES, Paper, Section
+from search.core.errors import InputError
+from search.core.models import SECTION_TYPES, Paper, Section
 
 _BATCH_ROWS = 256
 _PMCID_IN_LINE = re.compile(r'"pmcid"\s*:\s*"?(\w+)')

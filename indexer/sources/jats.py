@@ -19,8 +19,8 @@ from lxml import etree
 
 from indexer.sources import (IdMap, SourceItem, clean_text, join_paragraphs, normalize_pmcid, normalize_pmid,
                              normalize_year, paper_item, reject_item)
-from search.errors import InputError
-from search.models import Paper, Section
+from search.core.errors import InputError
+from search.core.models import Paper, Section
 
 _PARSER = etree.XMLParser(recover=False, resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True)
 

@@ -14,13 +14,13 @@ from starlette.routing import Match
 from search import __version__
 from search.api.deps import TraceMiddleware, load_lexicon, principal
 from search.api.guard import InputGuard, error_response
-from search.auth import RateLimiter
-from search.config import Settings
-from search.errors import FlysiftError
-from search.inputs import QUOTE_CHARS, clip
-from search.service import SearchService
-from search.terms import TermService
-from search.store import open_store
+from search.sessions.keys import RateLimiter
+from search.core.config import Settings
+from search.core.errors import FlysiftError
+from search.core.inputs import QUOTE_CHARS, clip
+from search.retrieval.service import SearchService
+from search.ontology.service import TermService
+from search.sessions.store import open_store
 
 log = logging.getLogger("flysift.api")
 

@@ -18,12 +18,12 @@ import anyio
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from search.auth import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
-from search.errors import FlysiftError, NotFound
-from search.lexicon import Lexicon
-from search.inputs import bounded
-from search.sessions import Session, TraceEvent, check_session_id
-from search.store import SessionStore, session_not_found
+from search.sessions.keys import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
+from search.core.errors import FlysiftError, NotFound
+from search.text.lexicon import Lexicon
+from search.core.inputs import bounded
+from search.sessions.models import Session, TraceEvent, check_session_id
+from search.sessions.store import SessionStore, session_not_found
 
 #: paths anyone may call, even with auth on
 PUBLIC_PATHS = frozenset({"/v1/health"})

@@ -3,9 +3,9 @@ written.
 
 ``InputGuard`` refuses, with the one error shape: a JSON body over ``max_body_bytes`` (413 ``body_too_large``), a body
 that is not JSON (400 ``invalid_json``), and JSON, query parameters or a path that break the bounds of
-``search.inputs`` (422 ``invalid_request``: too deep, NUL, lone surrogates, integers beyond int64...). Such a request
+``search.core.inputs`` (422 ``invalid_request``: too deep, NUL, lone surrogates, integers beyond int64...). Such a request
 never reaches a route, so it is not traced in a session; it is answered in full. ``error_response`` writes every
-error answer and quotes at most ``search.inputs.QUOTE_CHARS`` characters of any detail, so an error never echoes a
+error answer and quotes at most ``search.core.inputs.QUOTE_CHARS`` characters of any detail, so an error never echoes a
 huge input back.
 """
 
@@ -16,8 +16,8 @@ from urllib.parse import parse_qsl
 
 from fastapi.responses import JSONResponse
 
-from search.errors import FlysiftError, InvalidRequest, PayloadTooLarge
-from search.inputs import BAD_TEXT, QUOTE_CHARS, clip, parse_json_body, text_problem
+from search.core.errors import FlysiftError, InvalidRequest, PayloadTooLarge
+from search.core.inputs import BAD_TEXT, QUOTE_CHARS, clip, parse_json_body, text_problem
 
 #: a JSON body larger than this is refused unless the settings say otherwise (``FLYSIFT_MAX_BODY_BYTES``)
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024

@@ -8,10 +8,10 @@ post-processes it in one place, so routes stay plain:
   ``HTTPValidationError``/``ValidationError`` are gone;
 - bearer auth is declared only when ``FLYSIFT_AUTH`` is on, and then on every route but the public ones;
 - parameters and bodies carry the bounds the server enforces, taken from where each rule lives (the settings, the
-  name patterns of ``search.names``, the term service's limits), never restated as numbers here; a bound a model or
+  name patterns of ``search.core.names``, the term service's limits), never restated as numbers here; a bound a model or
   route declares itself wins.
 
-``tests/test_openapi_contract.py`` holds the service to this document with schemathesis.
+``tests/safety/test_openapi_contract.py`` holds the service to this document with schemathesis.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from search import names, terms
+from search.core import names
+from search.ontology import service as terms
 from search.api.deps import PUBLIC_PATHS
-from search.api.schemas import ErrorResponse
-from search.auth import TEAM_NAME
-from search.config import Settings
-from search.terms import ID_QUERY_RE  # the term service's rule for what a term id looks like
+from search.api.models import ErrorResponse
+from search.sessions.keys import TEAM_NAME
+from search.core.config import Settings
+from search.ontology.service import ID_QUERY_RE  # the term service's rule for what a term id looks like
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
 SECURITY_SCHEME = "HTTPBearer"

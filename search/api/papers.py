@@ -11,16 +11,16 @@ from dataclasses import dataclass, field
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from search import names
+from search.core import names
 from search.api.deps import current_session, lexicon, require_admin, store
-from search.api.schemas import BuildPapers, SearchRequest
-from search.dense import build_dense
+from search.api.models import BuildPapers, SearchRequest
+from search.retrieval.dense import build_dense
 from search.engines import Build, BuildRefused
-from search.errors import DEFAULT_COLLECTION, FlysiftError, index_missing
-from search.models import IndexStats, IndexSummary, PaperSearchResults, PaperText, PassageSearchResults
-from search.passages import split_passages
-from search.service import SearchService
-from search.sessions import ReadCharge, Session, charged_read, search_expansions
+from search.core.errors import DEFAULT_COLLECTION, FlysiftError, index_missing
+from search.core.models import IndexStats, IndexSummary, PaperSearchResults, PaperText, PassageSearchResults
+from search.text.passages import split_passages
+from search.retrieval.service import SearchService
+from search.sessions.models import ReadCharge, Session, charged_read, search_expansions
 
 router = APIRouter(prefix="/v1")
 
@@ -73,7 +73,7 @@ def get_paper(pmcid: str, request: Request, response: Response,
               session: Session | None = Depends(current_session)) -> PaperText:
     """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
     X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see
-    ``search.sessions``), and cursors are signed for the session that got them."""
+    ``search.sessions.models``), and cursors are signed for the session that got them."""
     names = [n for s in sections for n in s.split(",")] if sections else None
 
     def read() -> PaperText:

@@ -14,12 +14,12 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from search.api.deps import lexicon, owned_session, principal, store, trace_into
-from search.auth import Forbidden, Principal, check_team_name
-from search.errors import InvalidRequest, PayloadTooLarge
-from search.inputs import INT64_MAX
-from search.sessions import (MAX_NAME_CHARS, Coverage, Session, SessionCreate, Submission, TraceEvent, cited_pmcids,
+from search.sessions.keys import Forbidden, Principal, check_team_name
+from search.core.errors import InvalidRequest, PayloadTooLarge
+from search.core.inputs import INT64_MAX
+from search.sessions.models import (MAX_NAME_CHARS, Coverage, Session, SessionCreate, Submission, TraceEvent, cited_pmcids,
                              clean_names, coverage, hidden_ids_for, new_session)
-from search.validation import ValidationReport, lookup_in, validate_output
+from search.flyaoc.validation import ValidationReport, lookup_in, validate_output
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 

@@ -2,7 +2,7 @@
 
 Inside a session (``X-Session-Id``) the session's hidden terms apply to every call and the call is traced; a request
 may add more with ``hidden=flyaoc`` or comma-separated ids and ``hidden_descendants``, never un-hide. The service is
-``request.app.state.terms`` (a ``search.terms.TermService``).
+``request.app.state.terms`` (a ``search.ontology.service.TermService``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, Literal, NamedTuple
 from fastapi import APIRouter, Depends, Query, Request
 
 from search.api.deps import current_session
-from search.sessions import Session
-from search.terms import ResolvedTerm, TermList, TermLookup, TermSearchResponse, TermService
+from search.sessions.models import Session
+from search.ontology.service import ResolvedTerm, TermList, TermLookup, TermSearchResponse, TermService
 
 router = APIRouter(prefix="/v1", tags=["terms"], dependencies=[Depends(current_session)])
 

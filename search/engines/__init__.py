@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from search.errors import FlysiftError
-from search.models import IndexStats, Paper, PaperSearchResults, Passage, PassageSearchResults, Term, TermHit
-from search.query import EngineQuery
+from search.core.errors import FlysiftError
+from search.core.models import IndexStats, Paper, PaperSearchResults, Passage, PassageSearchResults, Term, TermHit
+from search.core.query import EngineQuery
 
 if TYPE_CHECKING:
-    from search.config import Settings
+    from search.core.config import Settings
 
 #: refuse to publish a build holding less than this share of the live build's papers (``--allow-shrink`` overrides)
 MIN_PUBLISH_SHARE = 0.5
@@ -145,9 +145,9 @@ def open_engine(settings: "Settings", *, collection: str = "default") -> Engine:
     A collection is an independent corpus (the FlyAOC papers are ``default``; IR test collections get their own).
     """
     if settings.engine_kind == "cluster":
-        from search.engines.cluster import ClusterEngine
+        from search.engines.cluster.engine import ClusterEngine
 
         return ClusterEngine(settings, collection=collection)
-    from search.engines.embedded import EmbeddedEngine
+    from search.engines.embedded.engine import EmbeddedEngine
 
     return EmbeddedEngine(settings.data_dir, collection=collection, min_publish_share=settings.min_publish_share)

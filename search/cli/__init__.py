@@ -1,0 +1,1 @@
+"""The ``flysift`` command line."""

@@ -1,0 +1,152 @@
+"""The ``flysift`` command line.
+
+The root group holds the read-side commands (``serve``, ``search``, ``passages``, ``stats``). Commands of the other
+packages (``index`` and ``demo`` from the indexer, ``eval``…) register through the ``flysift.commands`` entry points
+declared in pyproject.toml, so ``search`` never imports them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import click
+
+from search.core.config import Settings
+from search.core.errors import FlysiftError
+
+data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), envvar="FLYSIFT_DATA_DIR",
+                               default=None, help="Index directory (env FLYSIFT_DATA_DIR; default ./data)")
+
+
+def settings_for(data_dir: Path | None, **overrides) -> Settings:
+    """Settings from the environment, with the command's options on top."""
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    return Settings(**overrides)
+
+
+class _Group(click.Group):
+    """Loads the entry-point commands lazily and prints FlysiftErrors as one readable line."""
+
+    def _plugins(self) -> dict[str, click.Command]:
+        if not hasattr(self, "_plugin_cache"):
+            self._plugin_cache = {ep.name: ep for ep in entry_points(group="flysift.commands")}
+        return self._plugin_cache
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self._plugins()))
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in self._plugins():
+            cmd = self._plugins()[name].load()
+        return cmd
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except FlysiftError as exc:
+            click.secho(f"error [{exc.code}]: {exc.message}", fg="red", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="flysift")
+def main() -> None:
+    """flysift: gene-aware literature search for curation agents."""
+
+
+@main.command()
+@data_dir_option
+@click.option("--host", default=None, help="Bind address (default 127.0.0.1)")
+@click.option("--port", type=int, default=None, help="Port (default 8000)")
+@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes")
+def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int) -> None:
+    """Serve the REST API (OpenAPI at /openapi.json)."""
+    import os
+
+    import uvicorn
+
+    settings = settings_for(data_dir)
+    os.environ["FLYSIFT_DATA_DIR"] = str(settings.data_dir)
+    uvicorn.run("search.api.app:create_app", factory=True, host=host or settings.host, port=port or settings.port,
+                workers=workers, log_level="warning")
+
+
+def _print_table(rows: list[dict], columns: list[tuple[str, str, int]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_lines=False)
+    for title, _, width in columns:
+        table.add_column(title, max_width=width, overflow="fold")
+    for row in rows:
+        table.add_row(*[str(row.get(key, "")) for _, key, _ in columns])
+    Console().print(table)
+
+
+@main.command()
+@click.argument("query")
+@data_dir_option
+@click.option("--limit", "-n", type=int, default=10, show_default=True)
+@click.option("--offset", type=int, default=0)
+@click.option("--collection", default="default", show_default=True)
+@click.option("--year-from", type=int)
+@click.option("--year-to", type=int)
+@click.option("--section", "sections", multiple=True, help="Only papers with this section type (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response")
+def search(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
+           year_to: int | None, sections: tuple[str, ...], as_json: bool) -> None:
+    """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl)."""
+    from search.core.query import Filters
+    from search.retrieval.service import SearchService
+
+    svc = SearchService(settings_for(data_dir))
+    filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None)
+    res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=not as_json,
+                            collection=collection)
+    if as_json:
+        click.echo(res.model_dump_json(indent=2))
+        return
+    click.echo(f"{res.total} papers match; showing {len(res.hits)} ({res.took_ms:.1f} ms)")
+    rows = [{"rank": offset + i + 1, "pmcid": h.pmcid, "score": f"{h.score:.2f}", "year": h.year or "",
+             "title": h.title, "snippet": h.snippets[0].text if h.snippets else h.abstract[:120]}
+            for i, h in enumerate(res.hits)]
+    _print_table(rows, [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
+                        ("title", "title", 50), ("best snippet", "snippet", 70)])
+
+
+@main.command()
+@click.argument("query")
+@data_dir_option
+@click.option("--limit", "-n", type=int, default=10, show_default=True)
+@click.option("--collection", default="default", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_json: bool) -> None:
+    """Search evidence passages (paragraphs with stable ids and offsets)."""
+    from search.retrieval.service import SearchService
+
+    res = SearchService(settings_for(data_dir)).search_passages(query, limit=limit, collection=collection)
+    if as_json:
+        click.echo(res.model_dump_json(indent=2))
+        return
+    rows = [{"id": h.passage_id, "section": h.section_type, "score": f"{h.score:.2f}",
+             "text": h.snippet.text if h.snippet else h.text[:200]} for h in res.hits]
+    _print_table(rows, [("passage", "id", 22), ("section", "section", 9), ("score", "score", 7), ("text", "text", 100)])
+
+
+@main.command()
+@data_dir_option
+@click.option("--collection", default="default", show_default=True)
+def stats(data_dir: Path | None, collection: str) -> None:
+    """Print index statistics as JSON."""
+    from search.retrieval.service import SearchService
+
+    click.echo(json.dumps(SearchService(settings_for(data_dir)).engine(collection).stats().model_dump(), indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

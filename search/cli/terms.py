@@ -1,0 +1,47 @@
+"""``flysift terms "query" --ontology go [--aspect P]``: term search from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from search.cli.main import _print_table, data_dir_option, settings_for
+
+
+@click.command("terms")
+@click.argument("query")
+@click.option("--ontology", "-o", default="go", show_default=True, help="go, fbbt, fbdv or another indexed name")
+@click.option("--aspect", "-a", help="GO aspect: P, F or C")
+@click.option("--limit", "-n", type=int, default=10, show_default=True)
+@click.option("--hidden", help="Hidden set name (flyaoc) or comma-separated ids to leave out")
+@click.option("--hidden-descendants", is_flag=True, help="Also hide every descendant of the hidden ids")
+@click.option("--resolve", is_flag=True, help="Rank terms for a description (the resolver) instead of searching")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response")
+@data_dir_option
+def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str | None, hidden_descendants: bool,
+          resolve: bool, as_json: bool, data_dir: Path | None) -> None:
+    """Search ontology terms by name, synonym, definition or id."""
+    import json
+
+    from search.ontology.service import TermService
+
+    svc = TermService(settings_for(data_dir).data_dir)
+    if resolve:
+        found = svc.resolve_description(query, ontology, aspect=aspect, limit=limit, hidden=hidden,
+                                        hidden_descendants=hidden_descendants)
+        if as_json:
+            click.echo(json.dumps([r.model_dump() for r in found], indent=2))
+            return
+        _print_table([r.model_dump() for r in found],
+                     [("id", "id", 14), ("name", "name", 50), ("matched label", "matched", 50), ("score", "score", 7)])
+        return
+    res = svc.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden, hidden_descendants=hidden_descendants)
+    if as_json:
+        click.echo(res.model_dump_json(indent=2))
+        return
+    rows = [{**h.model_dump(), "score": f"{h.score:.2f}", "matched_synonym": h.matched_synonym or "",
+             "aspect": h.aspect or "", "obsolete": "obsolete" if h.obsolete else ""} for h in res.hits]
+    _print_table(rows, [("id", "id", 14), ("asp", "aspect", 3), ("name", "name", 45),
+                        ("matched synonym", "matched_synonym", 30), ("score", "score", 7),
+                        ("definition", "definition", 60), ("", "obsolete", 8)])

@@ -1,0 +1,1 @@
+"""Core: the domain model, the engine-neutral query, errors and configuration."""

@@ -1,0 +1,55 @@
+"""The engine-neutral query: what the planner produces and every engine compiles (tantivy queries, query DSL).
+
+A query is a list of clauses OR-ed together (BM25 sums their scores), some of which may be required, plus filters.
+Each clause names the text view it targets; the engine analyses ``text`` with that view's analyzer
+(``search.text.analysis``) and searches title, abstract and body with ``FIELD_BOOSTS``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+#: Field weights for paper search; passages have a single text field.
+FIELD_BOOSTS: dict[str, float] = {"title": 3.0, "abstract": 2.0, "body": 1.0}
+
+
+class Clause(BaseModel):
+    """One query element. ``phrase`` asks for the analysed tokens in order; otherwise any token may match.
+
+    ``name`` labels the clause in ``hit.matched`` (the planner names gene-name expansions this way).
+    """
+
+    text: str
+    view: Literal["word", "symbol"] = "word"
+    phrase: bool = False
+    boost: float = 1.0
+    required: bool = False
+    name: str | None = None
+
+
+#: bounds of a filter as a request may send it (a year is four digits; lists are what one query can carry)
+MAX_YEAR = 9999
+MAX_FILTER_PMCIDS = 10_000
+MAX_FILTER_SECTIONS = 64
+
+
+class Filters(BaseModel):
+    """Restrictions of a search. Unknown keys are refused (``year_form`` is a typo, not a filter that is off)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    year_from: int | None = Field(None, ge=0, le=MAX_YEAR)
+    year_to: int | None = Field(None, ge=0, le=MAX_YEAR)
+    section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
+        None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
+    pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)
+
+
+class EngineQuery(BaseModel):
+    clauses: list[Clause] = Field(default_factory=list)
+    filters: Filters = Field(default_factory=Filters)
+
+    def named(self) -> list[Clause]:
+        return [c for c in self.clauses if c.name]

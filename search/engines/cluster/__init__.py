@@ -1,0 +1,1 @@
+"""The cluster engine (Elasticsearch 8 / OpenSearch)."""

@@ -1,0 +1,1 @@
+"""FlyAOC's rules: id patterns, ground truth, prediction validation."""

@@ -1,0 +1,1 @@
+"""The MCP server: FlyAOC's tools over the REST API."""

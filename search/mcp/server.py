@@ -1,0 +1,375 @@
+"""The MCP server: FlyAOC's tools (spec §2) over the REST API, bound to one session.
+
+A thin adapter: every tool is one or two calls of :class:`search.client.AsyncClient` with the session's
+``X-Session-Id``, so budgets, hidden terms, synonym policy and traces are the service's, not this process's. Tools
+answer JSON text with 2-space indentation like FlyAOC's servers, and never raise: a failure comes back as
+``{"error": "<what happened and what to do>", "code": ...}`` (the budget refusal reads "Paper limit reached (16/16).
+Submit your annotations.").
+
+Tool results stay under what agent clients accept (Claude Code caps a result at 25,000 tokens): searches cap their
+``limit``, paper text comes in pages of at most ``max_chars`` characters with a ``next_cursor``, and any result is
+trimmed to :data:`MAX_RESULT_CHARS`.
+
+Run it with ``flysift mcp --api URL (--session ID | --gene G [--team T --max-papers N])`` over stdio (default) or
+streamable HTTP (``--transport http --port 8765``, endpoint ``/mcp``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import click
+from pydantic import Field
+
+from search.client import AsyncClient, Client, ClientError
+from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
+from search.sessions.models import Session
+
+log = logging.getLogger("flysift.mcp")
+
+#: ~15k tokens of JSON text: well under Claude Code's 25,000-token cap on one tool result
+MAX_RESULT_CHARS = 60_000
+DEFAULT_PAPER_CHARS = 40_000
+MAX_PAPER_CHARS = 50_000
+MIN_PAPER_CHARS = 1_000
+MAX_SEARCH_LIMIT = 50
+MAX_PASSAGE_LIMIT = 30
+MAX_TERM_LIMIT = 50
+ABSTRACT_CHARS = 500
+SECTION_NAMES = (ABSTRACT, *SECTION_TYPES)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def fit(items: list[Any]) -> str:
+    """JSON of a result list, dropping items from the end until it fits :data:`MAX_RESULT_CHARS`."""
+    n = len(items)
+    text = dumps(items)
+    while len(text) > MAX_RESULT_CHARS and n > 1:
+        n = max(1, min(n - 1, n * MAX_RESULT_CHARS // len(text)))
+        text = dumps(items[:n])
+    return text
+
+
+def error(message: str, code: str) -> str:
+    return dumps({"error": message, "code": code})
+
+
+def _bounded(name: str, value: int, low: int, high: int) -> str | None:
+    if not low <= value <= high:
+        return f"{name} must be between {low} and {high} (got {value})."
+    return None
+
+
+def _hidden_params(session: Session) -> dict[str, Any]:
+    """The session's hidden terms as the term endpoints' ``hidden`` / ``hidden_descendants`` parameters."""
+    spec = session.hidden_terms
+    if spec is None or not (spec.set or spec.ids):
+        return {}
+    names = ([spec.set] if spec.set else []) + spec.ids
+    return {"hidden": ",".join(names), "hidden_descendants": spec.descendants}
+
+
+def paper_record(page: PaperText, ignored: list[str]) -> dict[str, Any]:
+    """FlyAOC's ``{pmcid, title, abstract, sections}`` (sections: type → paragraphs, document order) plus paging."""
+    sections: dict[str, list[str]] = {}
+    for sec in page.sections:
+        sections.setdefault(sec.type, []).extend(sec.paragraphs)
+    rec: dict[str, Any] = {"pmcid": page.pmcid, "title": page.title, "abstract": page.abstract, "sections": sections,
+                           "total_chars": page.total_chars}
+    if page.next_cursor:
+        rec["next_cursor"] = page.next_cursor
+        rec["note"] = ("More text follows: call get_paper_text again with the same pmcid and sections and "
+                       "cursor=next_cursor to continue this paper.")
+    if ignored:
+        rec["ignored_sections"] = ignored
+    return rec
+
+
+class SessionTools:
+    """The tools of one session; each method is one MCP tool and returns JSON text."""
+
+    def __init__(self, api: AsyncClient, session: Session):
+        self.api = api
+        self.session = session
+        self.hidden = _hidden_params(session)
+
+    async def _call(self, work: Callable[[], Awaitable[str]]) -> str:
+        try:
+            return await work()
+        except ClientError as exc:
+            return error(exc.message, exc.code)
+        except Exception as exc:  # a tool must answer, never crash the agent's run
+            log.exception("tool failed")
+            return error(f"The flysift MCP adapter failed ({type(exc).__name__}: {exc}); retry, or continue "
+                         "with other tools.", "adapter_error")
+
+    async def search_corpus(
+        self,
+        query: Annotated[str, Field(description="Words, gene symbols (case-sensitive: Dl is not dl) or \"phrases\"")],
+        limit: Annotated[int, Field(description=f"Number of papers, 1-{MAX_SEARCH_LIMIT}")] = 20,
+        gene: Annotated[str | None, Field(description="Optional gene symbol or FlyBase id: also match its names "
+                                                      "(symbol, full name and any names you registered)")] = None,
+    ) -> str:
+        """Search the literature corpus (BM25 over titles, abstracts and full text). Returns papers, best first, as
+        {pmcid, title, abstract (first 500 characters), relevance_score, gene_in_title, year}. Searching is free;
+        only reading paper text spends the reading budget."""
+        if msg := _bounded("limit", limit, 1, MAX_SEARCH_LIMIT):
+            return error(msg, "invalid_request")
+
+        async def work() -> str:
+            res = await self.api.search_papers(query, limit=limit, gene=gene)
+            hits = [{"pmcid": h.pmcid, "title": h.title, "abstract": h.abstract[:ABSTRACT_CHARS],
+                     "relevance_score": round(h.score, 2), "gene_in_title": h.gene_in_title, "year": h.year}
+                    for h in res.hits if h.score > 0]
+            return fit(hits)
+
+        return await self._call(work)
+
+    async def search_passages(
+        self,
+        query: Annotated[str, Field(description="Words, gene symbols or \"phrases\"")],
+        limit: Annotated[int, Field(description=f"Number of passages, 1-{MAX_PASSAGE_LIMIT}")] = 10,
+        pmcids: Annotated[list[str] | None, Field(description="Only passages of these papers")] = None,
+        sections: Annotated[list[str] | None, Field(description="Only these section types, e.g. [\"RESULTS\"]")] = None,
+        gene: Annotated[str | None, Field(description="Optional gene whose names also match")] = None,
+    ) -> str:
+        """Search evidence passages (paragraphs) across the corpus. Returns {passage_id, pmcid, section_type, text,
+        start, end, score}: quote text as evidence; start/end are offsets in the paragraph. Searching is free."""
+        if msg := _bounded("limit", limit, 1, MAX_PASSAGE_LIMIT):
+            return error(msg, "invalid_request")
+
+        async def work() -> str:
+            filters = {k: v for k, v in {"pmcids": pmcids, "section_types": sections}.items() if v}
+            res = await self.api.search_passages(query, limit=limit, filters=filters or None, snippets=False,
+                                                 gene=gene)
+            return fit([{"passage_id": h.passage_id, "pmcid": h.pmcid, "section_type": h.section_type,
+                         "text": h.text, "start": h.start, "end": h.end, "score": round(h.score, 2)}
+                        for h in res.hits])
+
+        return await self._call(work)
+
+    async def get_paper_text(
+        self,
+        pmcid: Annotated[str, Field(description="The paper, e.g. PMC1440717")],
+        sections: Annotated[list[str] | str | None, Field(
+            description="Section types to return (INTRO, METHODS, RESULTS, DISCUSS, CONCL, FIG, TABLE …; "
+                        "'abstract' for the abstract); default: all")] = None,
+        max_chars: Annotated[int, Field(description=f"Characters per page, {MIN_PAPER_CHARS}-{MAX_PAPER_CHARS}")]
+        = DEFAULT_PAPER_CHARS,
+        cursor: Annotated[str | None, Field(description="next_cursor of the previous page, to continue")] = None,
+    ) -> str:
+        """Read a paper's full text: {pmcid, title, abstract, sections: {type: [paragraphs]}}. Reading spends the
+        session's paper budget (see get_budget); long papers come in pages with next_cursor, and continuing a
+        paper with its cursor is free. When the budget is spent the answer is an error: submit your annotations."""
+        if msg := _bounded("max_chars", max_chars, MIN_PAPER_CHARS, MAX_PAPER_CHARS):
+            return error(msg, "invalid_request")
+        wanted, ignored = None, []
+        if sections:
+            names = [s.strip() for s in (sections.split(",") if isinstance(sections, str) else sections)]
+            wanted = [n.upper() for n in names if n.upper() in SECTION_NAMES]
+            ignored = [n for n in names if n and n.upper() not in SECTION_NAMES]
+            if not wanted:
+                return error(f"None of the sections {names} exists; use some of {list(SECTION_NAMES)} "
+                             "(or omit sections for the whole paper).", "invalid_request")
+
+        async def work() -> str:
+            page = await self.api.get_paper(pmcid.strip(), sections=wanted, max_chars=max_chars, cursor=cursor)
+            return dumps(paper_record(page, ignored))
+
+        return await self._call(work)
+
+    async def _terms(self, ontology: str, query: str, limit: int, aspect: str | None = None) -> str:
+        if msg := _bounded("limit", limit, 1, MAX_TERM_LIMIT):
+            return error(msg, "invalid_request")
+
+        async def work() -> str:
+            hidden = self.hidden if ontology == "go" else {}
+            return fit(await self.api.flyaoc_search_terms(ontology, query, aspect=aspect, limit=limit, **hidden))
+
+        return await self._call(work)
+
+    async def search_go_terms(
+        self,
+        query: Annotated[str, Field(description="Words of a GO term name, synonym or definition, or a GO id")],
+        aspect: Annotated[str | None, Field(description="P (biological process), F (molecular function) or "
+                                                        "C (cellular component)")] = None,
+        limit: Annotated[int, Field(description=f"Number of terms, 1-{MAX_TERM_LIMIT}")] = 10,
+    ) -> str:
+        """Search Gene Ontology terms: {go_id, name, namespace, definition, synonyms?, parents?, children_count?}.
+        If no term fits, describe the concept with 'description' instead of 'go_id' when submitting."""
+        return await self._terms("go", query, limit, aspect)
+
+    async def search_anatomy_terms(
+        self,
+        query: Annotated[str, Field(description="Words of an anatomy term (FBbt), or an FBbt id")],
+        limit: Annotated[int, Field(description=f"Number of terms, 1-{MAX_TERM_LIMIT}")] = 10,
+    ) -> str:
+        """Search Drosophila anatomy terms (FBbt): {fbbt_id, name, definition, synonyms?, parents?,
+        children_count?}."""
+        return await self._terms("fbbt", query, limit)
+
+    async def search_stage_terms(
+        self,
+        query: Annotated[str, Field(description="Words of a developmental stage (FBdv), or an FBdv id")],
+        limit: Annotated[int, Field(description=f"Number of terms, 1-{MAX_TERM_LIMIT}")] = 10,
+    ) -> str:
+        """Search Drosophila developmental stage terms (FBdv): {fbdv_id, name, definition, synonyms?, parents?,
+        children_count?}."""
+        return await self._terms("fbdv", query, limit)
+
+    async def get_term_children(
+        self,
+        term_id: Annotated[str, Field(description="A GO:, FBbt: or FBdv: id")],
+        limit: Annotated[int, Field(description=f"Number of children, 1-{MAX_TERM_LIMIT}")] = 20,
+    ) -> str:
+        """Direct is_a children of a term, to find a more specific one: {term_id, term_name, children_count,
+        children, truncated}."""
+        if msg := _bounded("limit", limit, 1, MAX_TERM_LIMIT):
+            return error(msg, "invalid_request")
+
+        async def work() -> str:
+            hidden = self.hidden if term_id.strip().startswith("GO:") else {}
+            try:
+                return dumps(await self.api.flyaoc_term_children(term_id, limit=limit, **hidden))
+            except ClientError as exc:  # FlyAOC's own body ({term_id, error}) when the service gives it
+                if isinstance(exc.details.get("flyaoc"), dict):
+                    return dumps(exc.details["flyaoc"])
+                raise
+
+        return await self._call(work)
+
+    async def register_gene_name(
+        self,
+        names: Annotated[list[str] | str, Field(description="Names of the session's gene found in papers "
+                                                            "(historical symbols, full names)")],
+    ) -> str:
+        """Register names of the gene you found, so that searches with gene= also match them (when the session's
+        synonym policy is 'registered'). Registering does not submit them as synonyms."""
+        async def work() -> str:
+            return dumps(await self.api.register_names([names] if isinstance(names, str) else names))
+
+        return await self._call(work)
+
+    async def get_budget(self) -> str:
+        """How much of the reading budget is used and left, and which papers were read."""
+        async def work() -> str:
+            s = await self.api.get_session()
+            return dumps({"used": s.budget_used, "max_papers": s.max_papers, "left": s.budget_left,
+                          "budget_policy": s.budget_policy, "papers_read": s.papers_read, "status": s.status})
+
+        return await self._call(work)
+
+    async def submit_annotations(
+        self,
+        annotations: Annotated[dict[str, Any] | str, Field(
+            description="The complete prediction: {gene_id, gene_symbol, task1_function: [...], "
+                        "task2_expression: [...], task3_synonyms: {fullname_synonyms: [...], symbol_synonyms: [...]}}"
+        )],
+    ) -> str:
+        """Validate and store your annotations: {valid, errors, warnings, annotation_count}. Fix the errors and
+        submit again if valid is false; the last valid submission is the run's output. Warnings point at ids
+        that score nothing (unknown, obsolete with replacements) and items past the scored ranks (GO 30,
+        anatomy 10, synonyms 20)."""
+        if isinstance(annotations, str):
+            try:
+                annotations = json.loads(annotations)
+            except json.JSONDecodeError as exc:
+                return error(f"annotations is not valid JSON ({exc}); pass the prediction object itself.",
+                             "invalid_request")
+
+        async def work() -> str:
+            report = await self.api.submit(annotations)
+            return dumps(report.model_dump(include={"valid", "errors", "warnings", "annotation_count"}))
+
+        return await self._call(work)
+
+    TOOLS = ("search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",
+             "get_term_children", "submit_annotations", "search_passages", "register_gene_name", "get_budget")
+
+
+def instructions(session: Session) -> str:
+    return (f"flysift literature tools for one curation session ({session.id}): gene {session.gene.symbol} "
+            f"({session.gene.id}), reading budget {session.max_papers} papers ({session.budget_policy} policy). "
+            "Search freely with search_corpus and "
+            "search_passages, read with get_paper_text, map findings with search_go_terms / search_anatomy_terms / "
+            "search_stage_terms, and submit the complete prediction with submit_annotations.")
+
+
+def build_server(api: AsyncClient, session: Session):
+    """An MCPServer exposing :class:`SessionTools` for ``session``."""
+    from mcp.server.mcpserver import MCPServer
+
+    from search import __version__
+
+    tools = SessionTools(api, session)
+    server = MCPServer("flysift", instructions=instructions(session), version=__version__, log_level="WARNING")
+    for name in SessionTools.TOOLS:
+        server.add_tool(getattr(tools, name), name=name, structured_output=False)
+    return server
+
+
+def bind_session(api: Client, session_id: str | None = None, gene: str | None = None, **create: Any) -> Session:
+    """The session the server serves: the one named, or a new one for ``gene`` (``create`` holds its options)."""
+    if session_id:
+        return api.get_session(session_id)
+    if gene:
+        return api.create_session(gene, **create)
+    raise click.UsageError("Give --session ID (or FLYSIFT_SESSION_ID), or --gene to create a session.")
+
+
+@click.command("mcp")
+@click.option("--api", "api_url", envvar="FLYSIFT_API_URL", default="http://127.0.0.1:8000", show_default=True,
+              help="flysift REST API base URL (env FLYSIFT_API_URL)")
+@click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None, help="API key (env FLYSIFT_API_KEY)")
+@click.option("--session", "session_id", envvar="FLYSIFT_SESSION_ID", default=None,
+              help="Serve this existing session (env FLYSIFT_SESSION_ID)")
+@click.option("--gene", envvar="FLYSIFT_GENE", default=None, help="Create a session for this gene (FBgn id or symbol)")
+@click.option("--team", envvar="FLYSIFT_TEAM", default=None, help="Team of the new session")
+@click.option("--max-papers", type=int, envvar="FLYSIFT_MAX_PAPERS", default=None, help="Reading budget (default 16)")
+@click.option("--budget-policy", type=click.Choice(["distinct", "flyaoc"]), default=None,
+              help="distinct: one unit per distinct paper; flyaoc: one per get_paper_text call")
+@click.option("--synonym-policy", type=click.Choice(["none", "snapshot", "registered", "full"]), default=None)
+@click.option("--hidden", default=None, help="Hide GO terms: 'flyaoc' (FlyAOC's 120 ids) and/or comma-separated ids")
+@click.option("--hidden-descendants", is_flag=True, help="Also hide the descendants of the hidden ids")
+@click.option("--label", default=None, help="Free-text label of the new session (harness, run)")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP transport: bind address")
+@click.option("--port", type=int, default=8765, show_default=True, help="HTTP transport: port (endpoint /mcp)")
+def mcp(api_url: str, api_key: str | None, session_id: str | None, gene: str | None, team: str | None,
+        max_papers: int | None, budget_policy: str | None, synonym_policy: str | None, hidden: str | None,
+        hidden_descendants: bool, label: str | None, transport: str, host: str, port: int) -> None:
+    """Serve FlyAOC's tools over MCP for one session (stdio by default)."""
+    hidden_terms = None
+    if hidden:
+        items = [h.strip() for h in hidden.split(",") if h.strip()]
+        named = [h for h in items if ":" not in h]
+        if len(named) > 1:
+            raise click.BadParameter("at most one named set", param_hint="--hidden")
+        hidden_terms = {"set": named[0] if named else None, "ids": [h for h in items if ":" in h],
+                        "descendants": hidden_descendants}
+    try:
+        with Client(api_url, api_key=api_key) as sync_api:
+            session = bind_session(sync_api, session_id, gene, team=team, max_papers=max_papers,
+                                   budget_policy=budget_policy, synonym_policy=synonym_policy,
+                                   hidden_terms=hidden_terms, label=label)
+    except ClientError as exc:
+        raise click.ClickException(f"[{exc.code}] {exc.message}") from None
+    print(f"flysift mcp: session {session.id} (gene {session.gene.symbol}, budget {session.max_papers}) via "
+          f"{api_url}", file=sys.stderr)
+    api = AsyncClient(api_url, api_key=api_key, session_id=session.id)
+    server = build_server(api, session)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    mcp()

@@ -1,0 +1,1 @@
+"""Ontologies: OBO loading and the DAG, hidden terms, and the term service."""

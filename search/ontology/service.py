@@ -1,0 +1,777 @@
+"""The term service: search, lookup, hierarchy walks and FlyAOC-shaped records over the indexed ontologies, with
+hidden terms applied everywhere, and the description → term resolver.
+
+What it reads from ``<data_dir>``: ``ontologies/<name>.ontology.json.gz`` (the compact ontology the indexer writes;
+reloaded when the file changes) for lookups and the DAG, and the term index (``search.engines.embedded.terms``) for
+search. An ontology name from a request is checked against :mod:`search.core.names` and then looked up in a listing of
+that directory; only the listing's path is opened, and nothing there is a pickle (``*.pkl`` files of earlier versions
+are reported, never read).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import regex
+from pydantic import BaseModel, Field
+
+from search.text import analysis
+from search.engines.embedded.engine import stem
+from search.engines.embedded.terms import ID_QUERY_RE, TermIndex
+from search.core.errors import IndexMissing, InvalidRequest, NotFound
+from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
+from search.core.models import Term, TermHit
+from search.core.names import check_ontology, is_valid, lookup
+from search.ontology.model import (GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, SUFFIX, Ontology, canonical_label, read_json,
+                             spec_for_id, write_json_atomic)
+from search.ontology.model import CANONICAL  # the patterns of canonical_label, for a one-pass pre-check
+
+ASPECTS = ("P", "F", "C")
+MAX_LIMIT = 100
+MAX_QUERY_CHARS = 1000
+FLYAOC_NOT_FOUND = "Term not found in ontology"
+FLYAOC_BAD_PREFIX = "Unknown ontology prefix. Use GO:, FBbt:, or FBdv:"
+#: file names under ``<data_dir>/ontologies``: the compact ontology and the re-ranker's model
+ONTOLOGY_FILE = ".ontology" + SUFFIX
+MODEL_FILE = ".rerank" + SUFFIX
+LEGACY_FILE = ".pkl"
+
+
+class TermRef(BaseModel):
+    id: str
+    name: str
+    obsolete: bool = False
+
+
+class TermLookup(BaseModel):
+    """A term looked up by id. ``note`` explains an alt id (resolved to its primary) or an obsolete term."""
+
+    requested_id: str
+    id: str
+    note: str | None = None
+    term: Term
+    replacements: list[TermRef] = Field(default_factory=list, description="replaced_by then consider, for obsolete terms")
+    children_count: int = Field(0, description="Visible direct is_a children")
+
+
+class TermList(BaseModel):
+    """Ancestors, descendants or children of a term over some relations (hidden terms left out)."""
+
+    id: str
+    relations: list[str]
+    total: int
+    truncated: bool = False
+    terms: list[TermRef]
+
+
+class TermSearchResponse(BaseModel):
+    ontology: str
+    query: str
+    aspect: str | None = None
+    hidden: int = Field(0, description="How many ids were hidden from this search")
+    hits: list[TermHit]
+
+
+class ResolvedTerm(BaseModel):
+    """A candidate term for a free-text description, with the label (name or synonym) that matched best."""
+
+    id: str
+    name: str
+    aspect: str | None = None
+    matched: str
+    score: float
+
+
+class TermSearcher(Protocol):
+    """What the service needs of an engine's term side (``TermIndex``; a cluster engine can offer the same)."""
+
+    def search(self, ontology_name: str, query: str, aspect: str | None = None, limit: int = 10,
+               exclude_ids: Iterable[str] = frozenset(), include_obsolete: bool = False) -> list[TermHit]: ...
+
+
+def _bool(value: bool | str | None) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(value)
+
+
+class TermService:
+    """Everything the API and CLI do with terms, for the ontologies indexed in ``data_dir``."""
+
+    def __init__(self, data_dir: Path | str, index: TermSearcher | None = None):
+        self.data_dir = Path(data_dir)
+        self.index: TermSearcher = index or TermIndex(self.data_dir)
+        self._onts: dict[str, tuple[int, Ontology]] = {}
+        self._lex: dict[str, tuple[Ontology, RerankModel]] = {}
+        self._lock = threading.Lock()
+
+    # ---- ontologies -----------------------------------------------------------------------------------------------
+    def ontology_path(self, name: str) -> Path:
+        """Where the indexer writes ontology ``name`` (readers go through :meth:`_listing`)."""
+        return self.data_dir / "ontologies" / (check_ontology(name) + ONTOLOGY_FILE)
+
+    def _listing(self) -> tuple[dict[str, Path], set[str]]:
+        """The registry: indexed ontology name → its file, and names only found as pickles of earlier versions."""
+        d = self.data_dir / "ontologies"
+        found: dict[str, Path] = {}
+        legacy: set[str] = set()
+        try:
+            entries = list(d.iterdir())
+        except OSError:
+            return found, legacy
+        for p in entries:
+            if p.name.endswith(ONTOLOGY_FILE) and is_valid("ontology", n := p.name[:-len(ONTOLOGY_FILE)]):
+                found[n] = p
+            elif p.name.endswith(LEGACY_FILE) and is_valid("ontology", n := p.name[:-len(LEGACY_FILE)]):
+                legacy.add(n)
+        return found, legacy - set(found)
+
+    def names(self) -> list[str]:
+        return sorted(self._listing()[0])
+
+    def valid_names(self) -> list[str]:
+        return sorted(set(KNOWN) | set(self.names()))
+
+    def ontology(self, name: str) -> Ontology:
+        """The named ontology as last indexed (reloaded when the indexer rewrote it). A malformed name is a 422, an
+        unknown one a 404 listing the indexed names, before any file is opened."""
+        check_ontology(name)
+        found, legacy = self._listing()
+        run = f"run `flysift index ontology FILE --name {name}`"
+        hint = (f"ontologies/{name}{LEGACY_FILE} is a pickle of an earlier flysift, which is no longer read: re-{run}"
+                if name in legacy else f"it is not indexed: {run}" if name in KNOWN else "")
+        path = found[lookup("ontology", name, found, hint=hint)]
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:   # removed since the listing
+            raise NotFound(f"unknown ontology name {name!r}: {run}", details={"valid": self.names()}) from None
+        cached = self._onts.get(name)
+        if cached is None or cached[0] != mtime:
+            with self._lock:
+                cached = self._onts.get(name)
+                if cached is None or cached[0] != mtime:
+                    try:
+                        cached = (mtime, Ontology.read(path))
+                    except (OSError, ValueError) as e:
+                        raise IndexMissing(f"ontology {name!r} cannot be read ({str(e)[:300]}): re-{run}",
+                                           details={"ontology": name}) from None
+                    self._onts[name] = cached
+        return cached[1]
+
+    def index_ontology(self, ontology: Ontology, write_terms: Callable[[str, Iterable[Term]], int]) -> int:
+        """Index the terms with ``write_terms`` (an engine's), then save the compact ontology the service reads."""
+        n = write_terms(ontology.name, ontology.terms())
+        ontology.save(self.ontology_path(ontology.name))
+        self._save_model(ontology.name, RerankModel(ontology))
+        return n
+
+    def model_path(self, name: str) -> Path:
+        return self.data_dir / "ontologies" / (check_ontology(name) + MODEL_FILE)
+
+    def _save_model(self, name: str, model: RerankModel) -> None:
+        """Keep the re-ranker's model beside the ontology (written after it, atomically), so that a service does
+        not learn it again on its first search (tens of seconds for GO on a busy machine)."""
+        write_json_atomic(self.model_path(name), model.state())
+
+    def _load_model(self, ont: Ontology) -> RerankModel | None:
+        """The saved model, when it was written after the ontology file the service loaded and reads back (else
+        None: the caller learns it again)."""
+        path = self.model_path(ont.name)
+        try:
+            if path.stat().st_mtime_ns < self.ontology_path(ont.name).stat().st_mtime_ns:
+                return None
+            return RerankModel.from_state(read_json(path), ont)
+        except (OSError, ValueError):
+            return None
+
+    def _locate(self, term_id: str) -> tuple[Ontology, str]:
+        """The ontology holding ``term_id`` and its primary id: 422 for a malformed id, 404 for an unknown one."""
+        term_id = term_id.strip()
+        spec = spec_for_id(term_id)
+        candidates = [spec.name] if spec else [n for n in self.names() if n not in KNOWN]
+        for name in candidates:
+            ont = self.ontology(name)
+            primary = ont.resolve(term_id)
+            if primary:
+                return ont, primary
+        if spec is None or not spec.valid_id(term_id):
+            raise InvalidRequest(f"malformed term id {term_id!r}",
+                                 details={"valid": [f"{s.id_pattern} (e.g. {s.example})" for s in KNOWN.values()],
+                                          "flyaoc": {"term_id": term_id, "error": FLYAOC_BAD_PREFIX}})
+        raise NotFound(f"term {term_id} not found in {spec.name}",
+                       details={"flyaoc": {"term_id": term_id, "error": FLYAOC_NOT_FOUND}})
+
+    # ---- hidden terms ---------------------------------------------------------------------------------------------
+    def hidden(self, ontology: str, hidden: str | Iterable[str] | None, descendants: bool | str = False,
+               relations: str | Iterable[str] = DEFAULT_RELATIONS) -> HiddenSet:
+        ids = parse_hidden(hidden)
+        if not ids:
+            return HiddenSet()
+        rels = relations if isinstance(relations, str) else ",".join(relations)
+        return self._hidden(ontology, self.ontology(ontology), ids, _bool(descendants), rels)
+
+    @lru_cache(maxsize=64)
+    def _hidden(self, name: str, ont: Ontology, ids: tuple[str, ...], descendants: bool, relations: str) -> HiddenSet:
+        return expand(ont, ids, descendants=descendants, relations=relations)
+
+    @staticmethod
+    def _hide_check(term_id: str, hidden: HiddenSet, requested: str) -> None:
+        if term_id in hidden:
+            raise NotFound(f"term {requested} is hidden in this context",
+                           code="term_hidden", details={"hidden": True,
+                                                        "flyaoc": {"term_id": requested, "error": FLYAOC_NOT_FOUND}})
+
+    # ---- search ---------------------------------------------------------------------------------------------------
+    def search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
+               hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
+               include_obsolete: bool = False) -> TermSearchResponse:
+        ont = self.ontology(ontology)
+        query = self._check_query(query)
+        aspect = self._check_aspect(aspect)
+        limit = self._check_limit(limit)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        def engine(q: str, pool: int) -> list[TermHit]:
+            return self.index.search(ont.name, q, aspect=aspect, limit=max(limit, pool), exclude_ids=hid.ids,
+                                     include_obsolete=include_obsolete)
+
+        if ID_QUERY_RE.fullmatch(query):
+            hits = engine(query, limit)
+        else:
+            hits = self._ranked(ont, query, engine)[:limit]
+        return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
+
+    def rerank_model(self, ont: Ontology) -> RerankModel:
+        """The re-ranker's model of ``ont``: the one saved at indexing, or learned now (once per loaded ontology)."""
+        cached = self._lex.get(ont.name)
+        if cached is None or cached[0] is not ont:
+            with self._lock:
+                cached = self._lex.get(ont.name)
+                if cached is None or cached[0] is not ont:
+                    cached = (ont, self._load_model(ont) or RerankModel(ont))
+                    self._lex[ont.name] = cached
+        return cached[1]
+
+    def _ranked(self, ont: Ontology, query: str, engine: Callable[[str, int], list[TermHit]]) -> list[TermHit]:
+        """Engine candidates for the query and its best rewrites, re-ranked (:func:`rerank`)."""
+        lex = self.rerank_model(ont)
+        canon = canonical_label(query)
+        rewrites = []
+        for abbr in abbreviations(query):
+            if stem(abbr.lower()) in lex.idf or (abbr.lower(),) in lex.rules:
+                continue   # a word the ontology's labels use ("ATP", "DNA"), or one a rule rewrites ("IL")
+            digits = " ".join(_DIGITS.findall(abbr))
+            for phrase in lex.expansions(abbr):
+                rewrites.append(regex.sub(rf"\b{regex.escape(abbr)}\b", f"{' '.join(phrase)} {digits}".strip(),
+                                          canon, count=1))
+        rewrites += [" ".join(r) for r in lex.rewrites(words(canon))]
+        rewrites = list(dict.fromkeys(rewrites))
+        hits: dict[str, TermHit] = {}
+        scores: dict[str, float] = {}
+        for k, q in enumerate([query, *rewrites[:ENGINE_REWRITES]]):
+            found = engine(q, RERANK_POOL if k == 0 else REWRITE_POOL)
+            top = found[0].score if found and found[0].score > 0 else 1.0
+            for h in found:
+                hits.setdefault(h.id, h)
+                scores[h.id] = max(scores.get(h.id, 0.0), h.score / top)
+        variants = [(canon, 1.0), *((r, REWRITE_DISCOUNT) for r in rewrites)]
+        if canon != query:
+            variants.append((query, RAW_DISCOUNT))
+        return rerank(ont, lex, variants, list(hits.values()), scores)
+
+    @staticmethod
+    def _check_query(query: str) -> str:
+        query = (query or "").strip()
+        if not query:
+            raise InvalidRequest("q: empty query", details={"field": "q"})
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidRequest(f"q: query longer than {MAX_QUERY_CHARS} characters", details={"field": "q"})
+        return query
+
+    @staticmethod
+    def _check_aspect(aspect: str | None) -> str | None:
+        if aspect is None or aspect == "":
+            return None
+        a = aspect.strip().upper()
+        a = GO_ASPECTS.get(aspect.strip().lower(), a)
+        if a not in ASPECTS:
+            raise InvalidRequest(f"aspect: {aspect!r} is not a GO aspect",
+                                 details={"field": "aspect", "valid": list(ASPECTS) + sorted(GO_ASPECTS)})
+        return a
+
+    @staticmethod
+    def _check_limit(limit: int) -> int:
+        if not 1 <= int(limit) <= MAX_LIMIT:
+            raise InvalidRequest(f"limit: must be between 1 and {MAX_LIMIT}", details={"field": "limit"})
+        return int(limit)
+
+    def _relations(self, ont: Ontology, relations: str | Iterable[str] | None) -> list[str]:
+        rels = ont.expand_relations(relations)
+        unknown = [r for r in rels if r not in ont.relations and r not in RELATION_SETS["hierarchy"]]
+        if unknown:
+            raise InvalidRequest(f"relations: unknown {unknown}",
+                                 details={"field": "relations", "valid": sorted(RELATION_SETS) + ont.relations})
+        return rels
+
+    # ---- lookups --------------------------------------------------------------------------------------------------
+    def lookup(self, term_id: str, *, hidden: str | Iterable[str] | None = None,
+               hidden_descendants: bool | str = False) -> TermLookup:
+        """A term by primary or alt id; alt ids resolve with a note, obsolete terms list their replacements."""
+        ont, primary = self._locate(term_id)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        self._hide_check(primary, hid, term_id)
+        term = ont.get(primary)
+        assert term is not None
+        notes = []
+        if primary != term_id.strip():
+            notes.append(f"{term_id.strip()} is an alternative id of {primary} ({term.name}).")
+        replacements = [self._ref(ont, r) for r in dict.fromkeys(term.replaced_by + term.consider) if r not in hid]
+        if term.obsolete:
+            notes.append(f"{primary} is obsolete" + (
+                f"; replaced by {', '.join(term.replaced_by)}" if term.replaced_by else "") + (
+                f"; consider {', '.join(term.consider)}" if term.consider else "") + ".")
+        return TermLookup(requested_id=term_id.strip(), id=primary, note=" ".join(notes) or None, term=term,
+                          replacements=replacements, children_count=len(self._visible_children(ont, primary, hid)))
+
+    @staticmethod
+    def _ref(ont: Ontology, term_id: str) -> TermRef:
+        primary = ont.resolve(term_id) or term_id
+        return TermRef(id=primary, name=ont.name_of(primary), obsolete=ont.is_obsolete(primary))
+
+    @staticmethod
+    def _visible_children(ont: Ontology, term_id: str, hid: HiddenSet, relations: Iterable[str] = (IS_A,)
+                          ) -> list[str]:
+        return [c for c in ont.children(term_id, relations) if c not in hid]
+
+    def related(self, term_id: str, direction: Literal["ancestors", "descendants", "children", "parents"], *,
+                relations: str | Iterable[str] | None = "hierarchy", limit: int = 1000,
+                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False) -> TermList:
+        """Ancestors, descendants, direct children or direct parents over ``relations``, hidden ones left out."""
+        ont, primary = self._locate(term_id)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        self._hide_check(primary, hid, term_id)
+        rels = self._relations(ont, relations)
+        ids = [i for i in getattr(ont, direction)(primary, rels) if i not in hid]
+        if not 1 <= limit <= 100_000:
+            raise InvalidRequest("limit: must be between 1 and 100000", details={"field": "limit"})
+        return TermList(id=primary, relations=rels, total=len(ids), truncated=len(ids) > limit,
+                        terms=[self._ref(ont, i) for i in ids[:limit]])
+
+    # ---- FlyAOC-shaped tools (spec §2.3, §2.4) ---------------------------------------------------------------------
+    def flyaoc_record(self, ont: Ontology, term_id: str, hid: HiddenSet, full: bool = True) -> dict[str, Any]:
+        """``{go_id|fbbt_id|fbdv_id, name, namespace (GO), definition, synonyms?, parents?, children_count?}``."""
+        term = ont.get(term_id)
+        assert term is not None
+        key = KNOWN[ont.name].id_field if ont.name in KNOWN else "id"
+        rec: dict[str, Any] = {key: term.id, "name": term.name}
+        children = len(self._visible_children(ont, term.id, hid))
+        if full:
+            if ont.name == "go":
+                rec["namespace"] = term.namespace
+            rec["definition"] = term.definition
+            if term.synonyms:
+                rec["synonyms"] = [s.text for s in term.synonyms[:5]]
+            parents = [p for p in ont.parents(term.id, (IS_A,)) if p not in hid][:2]
+            if parents:
+                rec["parents"] = [f"{p} ({ont.name_of(p)})" for p in parents]
+        if children:
+            rec["children_count"] = children
+        return rec
+
+    def flyaoc_search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False
+                      ) -> list[dict[str, Any]]:
+        """``search_go_terms`` / ``search_anatomy_terms`` / ``search_stage_terms`` records."""
+        res = self.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden,
+                          hidden_descendants=hidden_descendants)
+        ont = self.ontology(ontology)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        return [self.flyaoc_record(ont, h.id, hid) for h in res.hits]
+
+    def flyaoc_children(self, term_id: str, *, limit: int = 20, relations: str | Iterable[str] = IS_A,
+                        hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False
+                        ) -> dict[str, Any]:
+        """``get_term_children``: ``{term_id, term_name, children_count, children, truncated}``."""
+        ont, primary = self._locate(term_id)
+        hid = self.hidden(ont.name, hidden, hidden_descendants)
+        self._hide_check(primary, hid, term_id)
+        kids = self._visible_children(ont, primary, hid, self._relations(ont, relations))
+        limit = self._check_limit(limit)
+        return {"term_id": term_id.strip(), "term_name": ont.name_of(primary), "children_count": len(kids),
+                "children": [self.flyaoc_record(ont, c, hid, full=False) for c in kids[:limit]],
+                "truncated": len(kids) > limit}
+
+    # ---- description → term --------------------------------------------------------------------------------------
+    def resolve_description(self, text: str, ontology: str = "go", *, aspect: str | None = None, limit: int = 5,
+                            hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False
+                            ) -> list[ResolvedTerm]:
+        """Rank visible terms for a natural-language description (e.g. an agent's proposed term name): the
+        search ranking, reported with the label (name or synonym) each candidate matched best."""
+        res = self.search(ontology, text, aspect=aspect, limit=limit, hidden=hidden,
+                          hidden_descendants=hidden_descendants)
+        return [ResolvedTerm(id=h.id, name=h.name, aspect=h.aspect, matched=h.matched_synonym or h.name,
+                             score=h.score) for h in res.hits]
+
+
+# ---- ranking ---------------------------------------------------------------------------------------------------------
+#
+# Engines find candidates with BM25; the service re-ranks them the same way for every engine, with what it learns
+# from the ontology as served (so a benchmark that holds synonyms out of the index also holds them out of here):
+#
+# * IDF weights of word-view stems over the terms' labels (names and synonyms);
+# * rewrite rules learned from the ontology's own name/synonym pairs: where a synonym and its term's name differ in
+#   one stretch of words ("IL-21 production" / "interleukin-21 production", "T lymphocyte" / "T cell", "formation" /
+#   "biosynthetic process", "localisation in" / "localization to"), that stretch is a rule, counted;
+# * for each candidate, the best label (name or synonym) against the query or one of its rewrites by IDF-weighted
+#   Dice over stems, with a penalty when the regulation frame differs, plus how much of the query its definition
+#   covers and the engine's own (normalised) score.
+
+#: engine candidates for the query as given, and for each rewrite of it
+RERANK_POOL = 60
+REWRITE_POOL = 20
+#: engine searches for rewrites (the best rewrites; the re-ranker compares against more of them)
+ENGINE_REWRITES = 2
+#: rewrites the re-ranker compares candidates' labels against
+MAX_REWRITES = 6
+#: a rule must have been seen this often, and be this share of its left side's uses
+RULE_MIN_COUNT = 2
+RULE_MIN_SHARE = 0.15
+#: words in more than this share of terms' labels (and at least RULE_STOP_MIN: "of", "to", "cell") are not a
+#: rule's whole left side
+RULE_STOP_DF = 0.04
+RULE_STOP_MIN = 20
+#: the longest synonym (in words) that rewrites to its term's name inside a query
+PHRASE_MAX = 6
+#: score = label similarity × discounts + W_DEF · definition coverage + W_ENGINE · engine score / top engine score
+W_DEF = 0.05
+W_ENGINE = 0.05
+REWRITE_DISCOUNT = 0.95
+#: the query as given, when GO's naming conventions rewrote it ("activation of X" is "positive regulation of X")
+RAW_DISCOUNT = 0.85
+SYNONYM_DISCOUNT = 0.9
+FRAME_PENALTY = 0.4
+
+#: Greek letters as GO and FBbt spell them in names
+GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ζ": "zeta", "η": "eta",
+         "θ": "theta", "ι": "iota", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu", "ξ": "xi", "ο": "omicron",
+         "π": "pi", "ρ": "rho", "σ": "sigma", "τ": "tau", "υ": "upsilon", "φ": "phi", "χ": "chi", "ψ": "psi",
+         "ω": "omega"}
+_word_re = regex.compile(analysis.WORD_PATTERN)
+_TOKEN = regex.compile(r"[\p{L}\p{N}]+")
+_ABBREV_SHAPE = regex.compile(r"\p{Lu}.*\p{Lu}|\p{Ll}\p{Lu}")
+_DIGITS = regex.compile(r"\p{N}+")
+_ABBREV_PART = regex.compile(r"\p{Lu}\p{Ll}*|\p{Ll}+|\p{N}+")
+#: abbreviations of 2 to ABBREV_MAX letters are expanded, into at most ABBREV_EXPANSIONS name phrases each
+ABBREV_MAX = 4
+ABBREV_EXPANSIONS = 3
+#: stems that make the regulation frame of a GO label: "regulation of X" ≠ "positive regulation of X" ≠ X
+FRAME = ("regul", "posit", "negat")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word-view words (unstemmed), Greek letters spelled out."""
+    out = _word_re.findall(text.lower())
+    return out if text.isascii() else [GREEK.get(w, w) for w in out]
+
+
+_STEMS: dict[str, str] = {}
+
+
+def stems(ws: Iterable[str]) -> frozenset[str]:
+    """Word-view stems of the words (a plain dict in front of the analyser: the re-ranker stems millions)."""
+    out = []
+    for w in ws:
+        t = _STEMS.get(w)
+        if t is None:
+            t = stem(w)
+            if len(_STEMS) < 1_000_000:
+                _STEMS[w] = t
+        if t:
+            out.append(t)
+    return frozenset(out)
+
+
+#: any of GO's naming-convention patterns: most labels have none, and skip the rewriting
+_CONVENTION_HINT = re.compile("|".join(f"(?:{p.pattern})" for p, _ in CANONICAL), re.IGNORECASE)
+
+
+def _conventional_words(text: str, ws: list[str]) -> list[str]:
+    """``words(canonical_label(text))``, given ``ws = words(text)``."""
+    return words(canonical_label(text)) if _CONVENTION_HINT.search(text) else ws
+
+
+def _subsequence(part: str, word: str) -> bool:
+    """``part`` starts ``word`` and its other letters appear in it in order."""
+    if not word.startswith(part[0]):
+        return False
+    it = iter(word[1:])
+    return all(c in it for c in part[1:])
+
+
+def abbreviations(text: str) -> list[str]:
+    """Tokens of ``text`` shaped like abbreviations: two or more capitals, or a capital after a lower-case letter
+    ("CNS", "vDR", "APhN", "dorEpiP2")."""
+    return [t for t in _TOKEN.findall(text) if len(t) <= 12 and _ABBREV_SHAPE.search(t)]
+
+
+def _frame(tokens: frozenset[str]) -> tuple[bool, ...]:
+    return tuple(f in tokens for f in FRAME)
+
+
+def _segment_diff(a: list[str], b: list[str]) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """Where and in which stretches word lists ``a`` and ``b`` differ, after their common (stem-equal) head and
+    tail."""
+    sa, sb = [stem(w) for w in a], [stem(w) for w in b]
+    n = min(len(a), len(b))
+    p = 0
+    while p < n and sa[p] == sb[p]:
+        p += 1
+    q = 0
+    while q < n - p and sa[-1 - q] == sb[-1 - q]:
+        q += 1
+    return p, tuple(a[p:len(a) - q]), tuple(b[p:len(b) - q])
+
+
+class RerankModel:
+    """What the re-ranker learns from one ontology: label stems, IDF weights and rewrite rules."""
+
+    def __init__(self, ont: Ontology):
+        d = ont.columns   # the columns: building Term models for every term would take seconds longer
+        self.index: dict[str, int] = ont.row_of
+        self.labels: list[list[frozenset[str]]] = []
+        self.label_weights: list[list[float]] = []
+        self._defs: list[str] = d["defs"]
+        self._def_stems: dict[int, frozenset[str]] = {}
+        df: Counter[str] = Counter()
+        pairs: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
+        raw: list[tuple[list[str], list[list[str]]]] = []   # label words before GO's conventions
+        for i, name in enumerate(d["names"]):
+            name_raw = words(name)
+            nw = _conventional_words(name, name_raw)
+            labels = [stems(nw)]
+            syns_raw = []
+            for text, _scope in d["synonyms"][i]:
+                sw_raw = words(text)
+                syns_raw.append(sw_raw)
+                sw = _conventional_words(text, sw_raw)
+                labels.append(stems(sw))
+                p, lhs, rhs = _segment_diff(sw, nw)
+                if 1 <= len(lhs) <= 3 and 1 <= len(rhs) <= 4:
+                    pairs[lhs, rhs] += 1
+                    if p:   # with the word before, for rules whose left side alone is too common ("to")
+                        pairs[(sw[p - 1], *lhs), (sw[p - 1], *rhs)] += 1
+            raw.append((name_raw, syns_raw))
+            self.labels.append(labels)
+            self.label_weights.append([0.0] * len(labels))
+            df.update(frozenset().union(*labels))
+        n = max(1, len(d["names"]))
+        self.idf = {t: math.log(1 + n / c) for t, c in df.items()}
+        self.unknown_idf = math.log(1 + n)
+        for labels, weights in zip(self.labels, self.label_weights):
+            for k, lab in enumerate(labels):
+                weights[k] = self.weight(lab)
+        uses: Counter[tuple[str, ...]] = Counter()
+        for (lhs, _), c in pairs.items():
+            uses[lhs] += c
+        stop = {t for t, c in df.items() if c > max(RULE_STOP_DF * n, RULE_STOP_MIN)}
+        self.rules: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {}
+        for (lhs, rhs), c in sorted(pairs.items(), key=lambda kv: -kv[1]):
+            if c >= RULE_MIN_COUNT and c >= RULE_MIN_SHARE * uses[lhs] and not stems(lhs) <= stop | {""}:
+                self.rules.setdefault(lhs, []).append((rhs, c))
+        # every multi-word synonym, and every synonym of one rare word, names its term inside longer labels:
+        # "Rad50 complex assembly" is "Mre11 complex assembly" because "Rad50 complex" is a synonym of "Mre11 complex"
+        rare = RULE_STOP_DF * n / 10
+        for nw, syns_raw in raw:
+            for sw in map(tuple, syns_raw):
+                if 1 <= len(sw) <= PHRASE_MAX and (len(sw) > 1 or df.get(stem(sw[0]), 0) <= rare) and \
+                        stems(sw) != stems(nw):
+                    known = self.rules.setdefault(sw, [])
+                    if len(known) < 2 and all(r != tuple(nw) for r, _ in known):
+                        known.append((tuple(nw), 0))   # count 0: a synonym phrase, not a learned rule
+        self.max_lhs = max((len(k) for k in self.rules), default=0)
+        # initials of 2–4 consecutive name words, for abbreviations ("vDR" → "ventral double row")
+        self.names_words = [words(name) for name in d["names"]]
+        self.initials: dict[str, list[int]] = {}
+        for i, nw in enumerate(self.names_words):
+            letters = [w[0] if w[0].isalpha() else "" for w in nw]
+            for j in range(len(nw)):
+                for k in range(2, ABBREV_MAX + 1):
+                    window = letters[j:j + k]
+                    if len(window) == k and all(window):
+                        self.initials.setdefault("".join(window), []).append(i)
+
+    #: the layout of :meth:`state`; a saved model of another format is learned again
+    FORMAT = 2
+
+    def state(self) -> dict[str, Any]:
+        """What :meth:`from_state` needs, as flat JSON lists (learning it again takes seconds): label stems and name
+        words as numbers into one vocabulary (so they load as shared strings, as they were learned), rules as
+        space-joined words (words never contain spaces)."""
+        vocab: dict[str, int] = {}
+        code = lambda w: vocab.setdefault(w, len(vocab))  # noqa: E731
+        labels = [[code(t) for t in sorted(lab)] for labs in self.labels for lab in labs]
+        lhs = list(self.rules)
+        return {"format": self.FORMAT, "terms": len(self.labels), "labels": [len(labs) for labs in self.labels],
+                "sizes": [len(lab) for lab in labels], "stems": [t for lab in labels for t in lab],
+                "weights": [w for ws in self.label_weights for w in ws], "idf": self.idf,
+                "unknown_idf": self.unknown_idf, "name_words": [len(ws) for ws in self.names_words],
+                "words": [code(w) for ws in self.names_words for w in ws], "vocab": list(vocab),
+                "rules": [" ".join(k) for k in lhs], "rule_sizes": [len(self.rules[k]) for k in lhs],
+                "rhs": [" ".join(r) for k in lhs for r, _ in self.rules[k]],
+                "rhs_counts": [c for k in lhs for _, c in self.rules[k]], "initials": self.initials}
+
+    @classmethod
+    def from_state(cls, state: Any, ont: Ontology) -> "RerankModel":
+        """The model :meth:`state` saved, for ``ont``; ``ValueError`` when it is malformed or of another ontology
+        (the structure and every index are checked, so a planted file can at worst mis-rank, never fail a search)."""
+        if not isinstance(state, dict) or state.get("format") != cls.FORMAT or state.get("terms") != len(ont):
+            raise ValueError("not a re-ranker model of this ontology")
+        self = cls.__new__(cls)
+        try:
+            vocab, stems_, words_, weights = state["vocab"], state["stems"], state["words"], state["weights"]
+            sizes, labels, name_words = state["sizes"], state["labels"], state["name_words"]
+            rules, rule_sizes, rhs, rhs_counts = state["rules"], state["rule_sizes"], state["rhs"], state["rhs_counts"]
+            initials = state["initials"]
+            if not all(isinstance(v, list) for v in (vocab, stems_, words_, weights, sizes, labels, name_words, rules,
+                                                     rule_sizes, rhs, rhs_counts)) or not isinstance(initials, dict):
+                raise ValueError("malformed re-ranker model")
+            if sum(sizes) != len(stems_) or sum(labels) != len(sizes) or len(weights) != len(sizes) or \
+                    len(labels) != len(ont) or sum(name_words) != len(words_) or len(name_words) != len(ont) or \
+                    len(rule_sizes) != len(rules) or sum(rule_sizes) != len(rhs) or len(rhs_counts) != len(rhs) or \
+                    min(sizes + labels + name_words + rule_sizes, default=0) < 0 or \
+                    not 0 <= min(stems_ + words_, default=0) <= max(stems_ + words_, default=0) < len(vocab) or \
+                    not all(0 <= min(v) <= max(v) < len(ont) for v in initials.values() if v):
+                raise ValueError("re-ranker model columns do not add up")
+            word = vocab.__getitem__
+            it = iter(stems_)
+            flat = [frozenset(map(word, islice(it, n))) for n in sizes]
+            self.labels, self.label_weights = [], []
+            at = 0
+            for n in labels:
+                self.labels.append(flat[at:at + n])
+                self.label_weights.append(weights[at:at + n])
+                at += n
+            it = iter(words_)
+            self.names_words = [list(map(word, islice(it, n))) for n in name_words]
+            self.idf = state["idf"]
+            self.unknown_idf = float(state["unknown_idf"])
+            sides = iter(zip(rhs, rhs_counts))
+            self.rules = {tuple(k.split(" ")): [(tuple(r.split(" ")) if r else (), c) for r, c in islice(sides, n)]
+                          for k, n in zip(rules, rule_sizes)}
+            self.initials = initials
+            numbers = sum(weights) + sum(self.idf.values()) + sum(rhs_counts)   # a TypeError unless all numbers
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"malformed re-ranker model ({type(e).__name__})") from None
+        if not isinstance(numbers, float | int) or not all(isinstance(w, str) for w in vocab):
+            raise ValueError("malformed re-ranker model (weights or vocabulary)")
+        self.max_lhs = max((len(k) for k in self.rules), default=0)
+        self.index = ont.row_of
+        self._defs = ont.columns["defs"]
+        self._def_stems = {}
+        return self
+
+    def expansions(self, token: str) -> list[tuple[str, ...]]:
+        """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)
+        of ``token`` starts a word and its letters appear in that word in order ("APhN" → accessory pharyngeal
+        nerve, "CvN" → cervical nerve); digits stay."""
+        parts = _ABBREV_PART.findall(token)
+        letters = [p.lower() for p in parts if p.isalpha()]
+        if not 2 <= len(letters) <= ABBREV_MAX:
+            return []
+        found: Counter[tuple[str, ...]] = Counter()
+        for i in dict.fromkeys(self.initials.get("".join(p[0] for p in letters), ())):
+            nw = self.names_words[i]
+            for j in range(len(nw) - len(letters) + 1):
+                window = nw[j:j + len(letters)]
+                if all(_subsequence(p, w) for p, w in zip(letters, window)):
+                    found[tuple(window)] += 1
+        return [e for e, _ in found.most_common(ABBREV_EXPANSIONS)]
+
+    def definition(self, i: int) -> frozenset[str]:
+        """Stems of term ``i``'s definition (made when first needed: most terms are never a candidate)."""
+        got = self._def_stems.get(i)
+        if got is None:
+            got = self._def_stems[i] = stems(words(self._defs[i] or ""))
+        return got
+
+    def weight(self, tokens: Iterable[str]) -> float:
+        return sum(self.idf.get(t, self.unknown_idf) for t in tokens)
+
+    def rewrites(self, ws: list[str]) -> list[list[str]]:
+        """Rewrites of the word list ``ws`` by the rules: first every rule applied at once (longest left side
+        first, most frequent right side), then single substitutions, most frequent first."""
+        found = []   # (start, length, right sides)
+        i = 0
+        while i < len(ws):
+            for n in range(min(self.max_lhs, len(ws) - i), 0, -1):
+                rhs = self.rules.get(tuple(ws[i:i + n]))
+                if rhs and n == len(ws):   # the whole query is a synonym: the engine matches it as such
+                    rhs = [r for r in rhs if r[1]]
+                if rhs:
+                    found.append((i, n, rhs))
+            i += 1
+        if not found:
+            return []
+        out: list[list[str]] = []
+        combined, end = [], 0
+        for i, n, rhs in sorted(found, key=lambda f: (f[0], -f[1])):
+            if i >= end:
+                combined += ws[end:i] + list(rhs[0][0])
+                end = i + n
+        out.append(combined + ws[end:])
+        singles = sorted(((n, c, i, r) for i, n, rhs in found for r, c in rhs[:2]), key=lambda x: (-x[1], -x[0]))
+        for n, _c, i, r in singles:
+            out.append(ws[:i] + list(r) + ws[i + n:])
+        return list({tuple(o): o for o in out if o != ws}.values())[:MAX_REWRITES]
+
+
+
+
+def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], hits: list[TermHit],
+           engine: dict[str, float]) -> list[TermHit]:
+    """Re-rank candidates: ``score = best label similarity + W_DEF · definition coverage + W_ENGINE · engine``.
+
+    ``variants`` are the query's forms with their discounts (the query as given 1.0, rewrites less); a label's
+    similarity to a form is their IDF-weighted Dice over stems, × ``FRAME_PENALTY`` when the regulation frame
+    differs, × ``SYNONYM_DISCOUNT`` for synonyms (names first). ``engine`` holds each hit's engine score over
+    the top engine score of its search. Engine-neutral: both engines rank alike."""
+    forms = []
+    for text, discount in variants:
+        toks = stems(words(text))
+        if toks:
+            forms.append((toks, lex.weight(toks), _frame(toks), discount, text))
+    if not forms or not hits:
+        return hits
+    out = []
+    for h in hits:
+        i = lex.index.get(h.id)
+        if i is None:
+            out.append(h.model_copy(update={"score": round(W_ENGINE * engine.get(h.id, 0.0), 4)}))
+            continue
+        labels, weights = lex.labels[i], lex.label_weights[i]
+        best, direct, best_k = 0.0, 0.0, 0
+        for k, lab in enumerate(labels):
+            if not lab:
+                continue
+            frame = _frame(lab)
+            for toks, w, fr, discount, _ in forms:
+                s = 2 * lex.weight(toks & lab) / (w + weights[k])
+                if discount == 1.0 and s > direct:   # the label reported: best against the query itself
+                    direct, best_k = s, k
+                s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * (SYNONYM_DISCOUNT if k else 1.0)
+                best = max(best, s)
+        definition = lex.definition(i)
+        cover = max(lex.weight(toks & definition) / (w or 1.0) for toks, w, *_ in forms)
+        score = best + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
+        term_syns = ont.columns["synonyms"][i]
+        matched = term_syns[best_k - 1][0] if best_k else None
+        out.append(h.model_copy(update={"score": round(score, 4), "matched_synonym": matched}))
+    out.sort(key=lambda h: -h.score)
+    return out

@@ -1,0 +1,1 @@
+"""Retrieval: the query planner, fusion, the dense index and the search service."""

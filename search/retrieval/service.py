@@ -1,0 +1,247 @@
+"""The read side of the service, independent of HTTP: limits, planning, engines per collection, paper paging.
+
+The REST API, the CLI's ``search`` and tests all go through ``SearchService`` so limits and error messages are the
+same everywhere.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Literal
+
+from search.core.config import Settings
+from search.retrieval.cursors import CursorSigner, load_secret
+from search.retrieval.dense import DenseIndex, DenseUnavailable
+from search.engines import Engine, open_engine
+from search.core.errors import InvalidRequest, LimitExceeded, NotFound
+from search.retrieval.fusion import rrf
+from search.core.models import (ABSTRACT, SECTION_TYPES, Paper, PaperHit, PaperSearchResults, PaperText, PassageHit,
+                           PassageSearchResults, Section)
+from search.core.names import PATTERNS, check_collection
+from search.text.passages import split_passages
+from search.retrieval.planner import describe, gene_in_title, plan
+from search.core.query import EngineQuery, Filters
+
+COLLECTION_NAME = PATTERNS["collection"]   # one home: search.core.names (use fullmatch)
+VALID_SECTIONS = (ABSTRACT, *SECTION_TYPES)
+Mode = Literal["bm25", "dense", "hybrid"]
+#: how deep each list goes before fusion (or the page end, if deeper): RRF needs more than the page to agree on
+FUSION_DEPTH = 100
+
+
+class PaperNotFound(NotFound):
+    """No paper with this pmcid in the collection (reading it still costs a unit under the ``flyaoc`` budget)."""
+
+
+class SearchService:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._engines: dict[str, Engine] = {}
+        self._dense: dict[str, DenseIndex] = {}
+        self._lock = threading.Lock()
+        self._signer: CursorSigner | None = None
+
+    def cursors(self) -> CursorSigner:
+        """The cursor signer (its key is read, or made, on first use: searching never needs it)."""
+        with self._lock:
+            if self._signer is None:
+                secret = self.settings.cursor_secret
+                self._signer = CursorSigner(load_secret(secret.get_secret_value() if secret else None,
+                                                        self.settings.data_dir))
+            return self._signer
+
+    def engine(self, collection: str = "default") -> Engine:
+        check_collection(collection)
+        with self._lock:
+            if collection not in self._engines:
+                self._engines[collection] = open_engine(self.settings, collection=collection)
+            return self._engines[collection]
+
+    def dense(self, collection: str = "default") -> DenseIndex:
+        """The collection's dense index (loaded lazily; raises ``DenseUnavailable`` on search when not built)."""
+        self.engine(collection)  # validates the name
+        if self.settings.engine_kind != "embedded":
+            raise DenseUnavailable("Dense and hybrid search need the embedded engine: the dense index lives beside "
+                                   "its builds.", details={"engine": self.settings.engine_kind})
+        with self._lock:
+            if collection not in self._dense:
+                self._dense[collection] = DenseIndex(self.settings.data_dir, collection)
+            return self._dense[collection]
+
+    # ---- limits -----------------------------------------------------------------------------------------------
+    def check_page(self, limit: int, offset: int) -> None:
+        s = self.settings
+        if not 1 <= limit <= s.max_page_size:
+            raise LimitExceeded(f"limit must be between 1 and {s.max_page_size} (got {limit}); page with offset.",
+                                details={"field": "limit", "max": s.max_page_size})
+        if not 0 <= offset <= s.max_offset:
+            raise LimitExceeded(f"offset must be between 0 and {s.max_offset} (got {offset}).",
+                                details={"field": "offset", "max": s.max_offset})
+
+    def check_query(self, text: str) -> None:
+        if not text or not text.strip():
+            raise InvalidRequest("query is empty: give words, a gene symbol or a \"quoted phrase\".",
+                                 details={"field": "query"})
+        if len(text) > self.settings.max_query_chars:
+            raise LimitExceeded(f"query is {len(text)} characters; the limit is {self.settings.max_query_chars}.",
+                                details={"field": "query", "max": self.settings.max_query_chars})
+
+    @staticmethod
+    def check_sections(names: Iterable[str] | None) -> list[str] | None:
+        if names is None:
+            return None
+        wanted = [n.strip().upper() for n in names if n.strip()]
+        bad = [n for n in wanted if n not in VALID_SECTIONS]
+        if bad:
+            raise InvalidRequest(f"Unknown section name(s) {bad}; valid names are {list(VALID_SECTIONS)}.",
+                                 details={"field": "sections", "valid": list(VALID_SECTIONS)})
+        return wanted
+
+    # ---- search -----------------------------------------------------------------------------------------------
+    def build_query(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
+                    known_symbols: frozenset[str] = frozenset()) -> EngineQuery:
+        self.check_query(text)
+        if filters and filters.section_types:
+            filters.section_types = self.check_sections(filters.section_types)
+        return plan(text, filters=filters, expansions=expansions, known_symbols=known_symbols)
+
+    def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
+                      snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
+                      known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25") -> PaperSearchResults:
+        """Papers by BM25, by their nearest passage (dense: cosine of the best passage) or by RRF of both (hybrid).
+        Dense ignores gene expansions: they act through the BM25 half of hybrid."""
+        self.check_page(limit, offset)
+        query = self.build_query(text, filters, expansions, known_symbols)
+        engine = self.engine(collection)
+        if mode == "bm25":
+            res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets)
+        else:
+            t0 = time.perf_counter()
+            depth = max(FUSION_DEPTH, offset + limit)
+            dense = self.dense(collection).search_papers(text, depth, query.filters)
+            bm25: dict[str, PaperHit] = {}
+            ranked = dense
+            if mode == "hybrid":
+                lexical = engine.search_papers(query, limit=depth, offset=0, snippets=snippets).hits
+                bm25 = {h.pmcid: h for h in lexical}
+                ranked = rrf([[h.pmcid for h in lexical], [p for p, _ in dense]])
+            hits = []
+            for pmcid, score in ranked[offset:offset + limit]:
+                hit = bm25.get(pmcid) or _paper_hit(engine.get_paper(pmcid))
+                if hit is not None:  # None only if the build changed under the dense index mid-request
+                    hits.append(hit.model_copy(update={"score": score}))
+            res = PaperSearchResults(total=len(ranked), offset=offset, limit=limit, hits=hits,
+                                     took_ms=(time.perf_counter() - t0) * 1000)
+        for hit in res.hits:
+            hit.gene_in_title = gene_in_title(text, hit.title)
+        res.query = describe(query) | {"mode": mode}
+        return res
+
+    def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
+                        snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
+                        known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25") -> PassageSearchResults:
+        """Passages by BM25, by embedding cosine (dense) or by RRF of both (hybrid); dense-only hits carry no
+        snippet and match no named clause."""
+        self.check_page(limit, offset)
+        query = self.build_query(text, filters, expansions, known_symbols)
+        engine = self.engine(collection)
+        if mode == "bm25":
+            res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets)
+        else:
+            t0 = time.perf_counter()
+            depth = max(FUSION_DEPTH, offset + limit)
+            dense = self.dense(collection).search(text, depth, query.filters)
+            pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
+            bm25: dict[str, PassageHit] = {}
+            ranked = [(pid, score) for pid, _, score in dense]
+            if mode == "hybrid":
+                lexical = engine.search_passages(query, limit=depth, offset=0, snippets=snippets).hits
+                bm25 = {h.passage_id: h for h in lexical}
+                ranked = rrf([[h.passage_id for h in lexical], [pid for pid, _, _ in dense]])
+            page = ranked[offset:offset + limit]
+            fetched = _passages_by_id(engine, {pmcid_of[pid] for pid, _ in page if pid not in bm25})
+            hits = []
+            for pid, score in page:
+                hit = bm25.get(pid) or fetched.get(pid)
+                if hit is not None:
+                    hits.append(hit.model_copy(update={"score": score}))
+            res = PassageSearchResults(total=len(ranked), offset=offset, limit=limit, hits=hits,
+                                       took_ms=(time.perf_counter() - t0) * 1000)
+        res.query = describe(query) | {"mode": mode}
+        return res
+
+    # ---- reading ----------------------------------------------------------------------------------------------
+    def get_paper(self, pmcid: str, collection: str = "default") -> Paper:
+        paper = self.engine(collection).get_paper(pmcid)
+        if paper is None:
+            raise PaperNotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
+        return paper
+
+    def paper_text(self, pmcid: str, *, sections: list[str] | None = None, max_chars: int | None = None,
+                   cursor: str | None = None, collection: str = "default", reader: str = "") -> PaperText:
+        """A page of a paper's text: at most ``max_chars`` characters of paragraphs, then a cursor to continue.
+
+        Paragraphs are never reordered; one longer than the page is cut and continued on the next page. Cursors are
+        signed for ``reader`` (the session id, or "" outside sessions), the collection, the paper and the sections.
+        """
+        wanted = self.check_sections(sections)
+        max_chars = max_chars or self.settings.default_paper_max_chars
+        if max_chars < 200:
+            raise LimitExceeded("max_chars must be at least 200.", details={"field": "max_chars", "min": 200})
+        paper = self.get_paper(pmcid, collection)
+        # units: (section index in output order, section, paragraph index, paragraph)
+        parts: list[tuple[int, Section | None, str]] = []
+        want_abstract = wanted is None or ABSTRACT in wanted
+        if want_abstract and paper.abstract:
+            parts += [(0, None, paper.abstract)]
+        for si, sec in enumerate(paper.sections, start=1):
+            if wanted is None or sec.type in wanted:
+                parts += [(si, sec, p) for p in sec.paragraphs]
+        total = sum(len(t) for _, _, t in parts)
+        signer = self.cursors()
+        bound = {"reader": reader, "collection": collection, "pmcid": paper.pmcid, "sections": wanted}
+        start_part, start_char = signer.decode(cursor, len(parts), **bound) if cursor is not None else (0, 0)
+        out_sections: list[Section] = []
+        abstract: str | None = None if not want_abstract else ""
+        used, i, ch = 0, start_part, start_char
+        last_si = None
+        while i < len(parts) and used < max_chars:
+            si, sec, text = parts[i]
+            piece = text[ch:ch + (max_chars - used)]
+            if si == 0:
+                abstract = (abstract or "") + piece
+            else:
+                if si != last_si:
+                    out_sections.append(Section(type=sec.type, title=sec.title, paragraphs=[]))  # type: ignore[union-attr]
+                    last_si = si
+                out_sections[-1].paragraphs.append(piece)
+            used += len(piece)
+            if ch + len(piece) < len(text):
+                ch += len(piece)
+            else:
+                i, ch = i + 1, 0
+        next_cursor = signer.encode(i, ch, **bound) if i < len(parts) else None
+        return PaperText(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
+                         title=paper.title, abstract=abstract if want_abstract else None, sections=out_sections,
+                         next_cursor=next_cursor, total_chars=total)
+
+
+def _paper_hit(paper: Paper | None) -> PaperHit | None:
+    if paper is None:
+        return None
+    return PaperHit(pmcid=paper.pmcid, title=paper.title, abstract=paper.abstract[:500], year=paper.year,
+                    journal=paper.journal, score=0.0)
+
+
+def _passages_by_id(engine: Engine, pmcids: Iterable[str]) -> dict[str, PassageHit]:
+    """Passage hits for dense-only results: the passages are re-derived from their papers (ids are stable)."""
+    out: dict[str, PassageHit] = {}
+    for pmcid in pmcids:
+        paper = engine.get_paper(pmcid)
+        for p in split_passages(paper) if paper else []:
+            out[p.id] = PassageHit(passage_id=p.id, pmcid=p.pmcid, section_type=p.section_type,
+                                   section_index=p.section_index, paragraph_index=p.paragraph_index, start=p.start,
+                                   end=p.end, text=p.text, score=0.0, year=p.year)
+    return out

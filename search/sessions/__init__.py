@@ -1,0 +1,1 @@
+"""Sessions: models and budget rules, the session stores, API keys."""

@@ -1,0 +1,1 @@
+"""Text: the shared analysis, passage splitting, snippets and the gene lexicon."""

@@ -1,0 +1,225 @@
+"""The gene lexicon: FlyBase id, current symbol, full name and historical names of each gene.
+
+Search sessions expand gene queries from it (by synonym policy), and sessions are created for a gene named by id
+or symbol. Sources, merged gene by gene (the first source to give a full name or summary wins; synonyms add up):
+
+* FlyBase's synonym table ``fb_synonym_*.tsv[.gz]``: primary id, organism, current symbol, current full name,
+  full-name synonyms and symbol synonyms (``|``-separated); only *Dmel* genes (``FBgn``) are kept. ``save`` writes
+  this format, so a lexicon built here (e.g. for a generated corpus) can be loaded by a service.
+* FlyAOC's ``genes.csv`` (``FBgn_ID, Gene_Symbol, Summary``): the summary starts with "<full name> (<symbol>)".
+* the synonym fields of FlyAOC's ground truth (``ground_truth_*.jsonl``).
+
+Lookups are exact and case-sensitive (``dl`` is dorsal, ``Dl`` is Delta). A name shared by several genes is
+ambiguous; ``lookup`` says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from search.core.errors import InputError, NotFound
+from search.core.models import Gene
+
+FB_SYNONYM_HEADER = ("##primary_FBid", "organism_abbreviation", "current_symbol", "current_fullname",
+                     "fullname_synonym(s)", "symbol_synonym(s)")
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    """The genes that carry ``name`` as symbol, full name or synonym; ``ambiguous`` when more than one does."""
+
+    name: str
+    gene_ids: tuple[str, ...]
+
+    @property
+    def ambiguous(self) -> bool:
+        return len(self.gene_ids) > 1
+
+
+def _merge(a: Gene, b: Gene) -> Gene:
+    def union(x: list[str], y: list[str]) -> list[str]:
+        return list(dict.fromkeys([*x, *y]))
+
+    return a.model_copy(update={
+        "fullname": a.fullname or b.fullname,
+        "summary": a.summary or b.summary,
+        "symbol_synonyms": union(a.symbol_synonyms, b.symbol_synonyms),
+        "fullname_synonyms": union(a.fullname_synonyms, b.fullname_synonyms),
+    })
+
+
+def all_names(gene: Gene) -> list[str]:
+    """Symbol, full name and every synonym of a gene, in that order, without repeats."""
+    return list(dict.fromkeys(n for n in (gene.symbol, gene.fullname, *gene.symbol_synonyms, *gene.fullname_synonyms)
+                              if n))
+
+
+class Lexicon:
+    """Genes by id, by current symbol and by any name."""
+
+    def __init__(self, genes: Iterable[Gene] = ()):
+        self._genes: dict[str, Gene] = {}
+        self._symbols: dict[str, str] = {}
+        self._names: dict[str, list[str]] = {}
+        for g in genes:
+            self.add(g)
+
+    def add(self, gene: Gene) -> None:
+        """Add a gene, merging names into an entry of the same id."""
+        old = self._genes.get(gene.id)
+        if old is not None:
+            if old.symbol != gene.symbol:
+                raise InputError(f"gene {gene.id}: current symbol {gene.symbol!r} disagrees with {old.symbol!r} "
+                                 "from an earlier source; load sources of one FlyBase release", field="symbol")
+            gene = _merge(old, gene)
+        self._genes[gene.id] = gene
+        self._symbols[gene.symbol] = gene.id
+        for name in all_names(gene):
+            ids = self._names.setdefault(name, [])
+            if gene.id not in ids:
+                ids.append(gene.id)
+
+    def __len__(self) -> int:
+        return len(self._genes)
+
+    def __iter__(self) -> Iterator[Gene]:
+        return iter(self._genes.values())
+
+    def __contains__(self, gene_id: object) -> bool:
+        return gene_id in self._genes
+
+    def get(self, gene_id: str) -> Gene | None:
+        return self._genes.get(gene_id)
+
+    def by_symbol(self, symbol: str) -> Gene | None:
+        """The gene whose *current* symbol is ``symbol`` (case-sensitive)."""
+        gid = self._symbols.get(symbol)
+        return self._genes[gid] if gid else None
+
+    def lookup(self, name: str) -> NameMatch:
+        """Every gene that has ``name`` as its symbol, full name or a synonym (exact, case-sensitive)."""
+        return NameMatch(name, tuple(self._names.get(name, ())))
+
+    def symbols(self) -> frozenset[str]:
+        """Current symbols, for the planner's symbol detection."""
+        return frozenset(self._symbols)
+
+    def resolve(self, ref: str) -> Gene:
+        """The gene named by a FlyBase id or current symbol; otherwise a NotFound that says what the name is."""
+        ref = ref.strip()
+        gene = self.get(ref) or self.by_symbol(ref)
+        if gene is not None:
+            return gene
+        match = self.lookup(ref)
+        details = {"gene": ref, "candidates": [{"id": i, "symbol": self._genes[i].symbol} for i in match.gene_ids]}
+        if match.gene_ids:
+            which = ", ".join(f"{c['symbol']} ({c['id']})" for c in details["candidates"])
+            raise NotFound(f"{ref!r} is not a current symbol but a name of {which}; give the FlyBase id or the "
+                           "current symbol.", code="gene_not_found", details=details)
+        raise NotFound(f"Gene {ref!r} is not in the lexicon ({len(self)} genes); give a FlyBase id (FBgn…) or a "
+                       "current symbol (case-sensitive).", code="gene_not_found", details=details)
+
+    # ---- files ------------------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, paths: Iterable[str | Path]) -> Lexicon:
+        """Merge several sources; the format is chosen from each file's name (see the module docstring)."""
+        lex = cls()
+        for path in paths:
+            for gene in read_genes(Path(path)):
+                lex.add(gene)
+        return lex
+
+    def save(self, path: str | Path) -> None:
+        """Write FlyBase's synonym-table format (``.gz`` compresses)."""
+        path = Path(path)
+        with _open(path, "w") as fh:
+            fh.write("\t".join(FB_SYNONYM_HEADER) + "\n")
+            for g in self:
+                fh.write("\t".join((g.id, "Dmel", g.symbol, g.fullname or "", "|".join(g.fullname_synonyms),
+                                    "|".join(g.symbol_synonyms))) + "\n")
+
+
+def _open(path: Path, mode: str = "r"):
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8", newline="")
+    return open(path, mode, encoding="utf-8", newline="")
+
+
+def read_genes(path: Path) -> Iterator[Gene]:
+    """Genes from one source file, by name: ``*.jsonl`` ground truth, ``*.csv`` genes.csv, ``*.tsv`` synonym table."""
+    name = path.name.removesuffix(".gz")
+    if not path.exists():
+        raise InputError(f"lexicon source {path} does not exist", source=str(path))
+    if name.endswith(".jsonl"):
+        return read_ground_truth(path)
+    if name.endswith(".csv"):
+        return read_genes_csv(path)
+    if name.endswith(".tsv"):
+        return read_fb_synonym(path)
+    raise InputError(f"lexicon source {path}: unknown format; use fb_synonym_*.tsv[.gz], genes.csv or "
+                     "ground_truth_*.jsonl", source=str(path))
+
+
+def _split(cell: str) -> list[str]:
+    return [s.strip() for s in cell.split("|") if s.strip()]
+
+
+def read_fb_synonym(path: Path) -> Iterator[Gene]:
+    """Dmel genes of FlyBase's ``fb_synonym`` table; ``#`` lines are comments (the header is ``##primary_FBid``)."""
+    with _open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            cells = line.rstrip("\r\n").split("\t")
+            if len(cells) < 4:
+                raise InputError(f"{path}:{lineno}: expected 6 tab-separated columns, got {len(cells)}",
+                                 source=str(path), record=lineno)
+            cells += [""] * (6 - len(cells))
+            fbid, organism, symbol, fullname, full_syn, sym_syn = cells[:6]
+            if organism != "Dmel" or not fbid.startswith("FBgn"):
+                continue
+            yield Gene(id=fbid, symbol=symbol, fullname=fullname or None, fullname_synonyms=_split(full_syn),
+                       symbol_synonyms=_split(sym_syn))
+
+
+def fullname_from_summary(symbol: str, summary: str) -> str | None:
+    """FlyBase summaries start with "<full name> (<symbol>) …"; the full name is what precedes the symbol."""
+    i = summary.find(f" ({symbol})")
+    return summary[:i].strip() or None if i > 0 else None
+
+
+def read_genes_csv(path: Path) -> Iterator[Gene]:
+    """FlyAOC's ``genes.csv`` / ``genes_top100.csv``: ``FBgn_ID, Gene_Symbol, Summary``."""
+    with _open(path) as fh:
+        reader = csv.DictReader(fh)
+        missing = {"FBgn_ID", "Gene_Symbol"} - set(reader.fieldnames or ())
+        if missing:
+            raise InputError(f"{path}: missing column(s) {sorted(missing)}", source=str(path), field="header")
+        for row in reader:
+            summary = (row.get("Summary") or "").strip()
+            symbol = row["Gene_Symbol"].strip()
+            yield Gene(id=row["FBgn_ID"].strip(), symbol=symbol, fullname=fullname_from_summary(symbol, summary),
+                       summary=summary or None)
+
+
+def read_ground_truth(path: Path) -> Iterator[Gene]:
+    """The synonym fields of FlyAOC ground truth: ``task3_synonyms`` {current_fullname, *_synonyms: [{synonym}]}."""
+    with _open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                syn = row.get("task3_synonyms") or {}
+                yield Gene(id=row["gene_id"], symbol=row["gene_symbol"], fullname=syn.get("current_fullname") or None,
+                           fullname_synonyms=[s["synonym"] for s in syn.get("fullname_synonyms", [])],
+                           symbol_synonyms=[s["synonym"] for s in syn.get("symbol_synonyms", [])])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise InputError(f"{path}:{lineno}: not a FlyAOC ground-truth row ({exc})", source=str(path),
+                                 record=lineno) from None
