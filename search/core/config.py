@@ -1,7 +1,8 @@
 """One settings object for the service, the CLI and the indexer.
 
 Environment variables use the prefix ``FLYSIFT_`` (``FLYSIFT_DATA_DIR``, ``FLYSIFT_CLUSTER_URL``…); a TOML file named
-by ``FLYSIFT_CONFIG`` may set the same keys. Every default works on one machine with the embedded engine.
+by ``FLYSIFT_CONFIG`` may set the same keys (the environment wins). Every default works on one machine with the
+embedded engine. Credentials are ``SecretStr``, so they never show in a repr, a log line or a failing test's output.
 """
 
 from __future__ import annotations
@@ -9,18 +10,44 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from search.core.errors import FlysiftError
+
+CONFIG_ENV = "FLYSIFT_CONFIG"
 
 
-def _toml_source() -> dict[str, Any]:
-    path = os.environ.get("FLYSIFT_CONFIG")
-    if not path:
-        return {}
-    with open(path, "rb") as fh:
-        return tomllib.load(fh)
+def _config_error(message: str) -> FlysiftError:
+    return FlysiftError(message, code="config_error", status=500)
+
+
+class _TomlFile(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source, strict: the file must exist and every key must be a setting.
+
+    The environment ignores unknown ``FLYSIFT_*`` variables (CI and tests set their own), but a key in the file is
+    meant for us, so a misspelt one is refused instead of being silently ignored.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path):
+        if not path.is_file():
+            raise _config_error(f"{CONFIG_ENV}={path}: no such file")
+        try:
+            super().__init__(settings_cls, toml_file=path)
+        except tomllib.TOMLDecodeError as exc:
+            raise _config_error(f"{CONFIG_ENV}={path}: not valid TOML ({exc})") from exc
+        valid = sorted(settings_cls.model_fields)
+        unknown = sorted(set(self.toml_data) - set(valid))
+        if unknown:
+            raise _config_error(f"{CONFIG_ENV}={path}: unknown setting(s) {', '.join(unknown)}; "
+                                f"valid: {', '.join(valid)}")
 
 
 class Settings(BaseSettings):
@@ -32,9 +59,9 @@ class Settings(BaseSettings):
     engine: Literal["embedded", "cluster"] | None = None
     cluster_url: str | None = Field(None, description="Comma-separated Elasticsearch/OpenSearch URLs")
     cluster_flavour: Literal["elasticsearch", "opensearch"] = "opensearch"
-    cluster_api_key: str | None = None
+    cluster_api_key: SecretStr | None = None
     cluster_username: str | None = None
-    cluster_password: str | None = None
+    cluster_password: SecretStr | None = None
     cluster_ca_file: Path | None = None
     cluster_verify_certs: bool = True
     cluster_timeout_s: float = 30.0
@@ -83,12 +110,10 @@ class Settings(BaseSettings):
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource):
-        class Toml(PydanticBaseSettingsSource):
-            def get_field_value(self, field, field_name):  # pragma: no cover - not used by __call__
-                return None, field_name, False
-
-            def __call__(self) -> dict[str, Any]:
-                return _toml_source()
-
-        return init_settings, env_settings, Toml(settings_cls), file_secret_settings
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then the ``FLYSIFT_CONFIG`` file (no ``.env`` file is read)."""
+        path = os.environ.get(CONFIG_ENV)
+        if not path:
+            return init_settings, env_settings, file_secret_settings
+        return init_settings, env_settings, _TomlFile(settings_cls, Path(path)), file_secret_settings

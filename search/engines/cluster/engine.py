@@ -100,6 +100,9 @@ class Transport:
                                code="config_error", status=500)
         self.flavour = settings.cluster_flavour
         self.timeout = settings.cluster_timeout_s
+        # credentials are SecretStr in Settings: unwrapped only here, where the client needs them
+        api_key = settings.cluster_api_key.get_secret_value() if settings.cluster_api_key else None
+        password = settings.cluster_password.get_secret_value() if settings.cluster_password else ""
         tls: dict[str, Any] = {"verify_certs": settings.cluster_verify_certs}
         if settings.cluster_ca_file:
             tls["ca_certs"] = str(settings.cluster_ca_file)
@@ -108,10 +111,10 @@ class Transport:
             from elasticsearch import ApiError, Elasticsearch
 
             auth: dict[str, Any] = {}
-            if settings.cluster_api_key:
-                auth["api_key"] = settings.cluster_api_key
+            if api_key:
+                auth["api_key"] = api_key
             elif settings.cluster_username:
-                auth["basic_auth"] = (settings.cluster_username, settings.cluster_password or "")
+                auth["basic_auth"] = (settings.cluster_username, password)
             self.client = Elasticsearch(self.urls, request_timeout=self.timeout, max_retries=1, retry_on_timeout=True,
                                         connections_per_node=POOL_SIZE, **auth, **tls)
             self._api_error, self._down_error = ApiError, elastic_transport.TransportError
@@ -119,10 +122,10 @@ class Transport:
             import opensearchpy
 
             auth = {}
-            if settings.cluster_api_key:  # e.g. behind a proxy or a managed service that takes API keys
-                auth["headers"] = {"Authorization": f"ApiKey {settings.cluster_api_key}"}
+            if api_key:  # e.g. behind a proxy or a managed service that takes API keys
+                auth["headers"] = {"Authorization": f"ApiKey {api_key}"}
             elif settings.cluster_username:
-                auth["http_auth"] = (settings.cluster_username, settings.cluster_password or "")
+                auth["http_auth"] = (settings.cluster_username, password)
             self.client = opensearchpy.OpenSearch(self.urls, timeout=self.timeout, max_retries=1, retry_on_timeout=True,
                                                   pool_maxsize=POOL_SIZE, ssl_show_warn=False, **auth, **tls)
             self._api_error, self._down_error = opensearchpy.TransportError, opensearchpy.ConnectionError
