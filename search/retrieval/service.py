@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Literal, TypeVar
 
 from search.core.config import Settings
 from search.retrieval.cursors import CursorSigner, load_secret
@@ -29,6 +29,7 @@ VALID_SECTIONS = (ABSTRACT, *SECTION_TYPES)
 Mode = Literal["bm25", "dense", "hybrid"]
 #: how deep each list goes before fusion (or the page end, if deeper): RRF needs more than the page to agree on
 FUSION_DEPTH = 100
+H = TypeVar("H", PaperHit, PassageHit)
 
 
 class PaperNotFound(NotFound):
@@ -121,18 +122,10 @@ class SearchService:
             t0 = time.perf_counter()
             depth = max(FUSION_DEPTH, offset + limit)
             dense = self.dense(collection).search_papers(text, depth, query.filters)
-            bm25: dict[str, PaperHit] = {}
-            ranked = dense
-            if mode == "hybrid":
-                lexical = engine.search_papers(query, limit=depth, offset=0, snippets=snippets).hits
-                bm25 = {h.pmcid: h for h in lexical}
-                ranked = rrf([[h.pmcid for h in lexical], [p for p, _ in dense]])
-            hits = []
-            for pmcid, score in ranked[offset:offset + limit]:
-                hit = bm25.get(pmcid) or _paper_hit(engine.get_paper(pmcid))
-                if hit is not None:  # None only if the build changed under the dense index mid-request
-                    hits.append(hit.model_copy(update={"score": score}))
-            res = PaperSearchResults(total=len(ranked), offset=offset, limit=limit, hits=hits,
+            hits, total = _fused_page(
+                mode, dense, lambda: engine.search_papers(query, limit=depth, offset=0, snippets=snippets).hits,
+                key=lambda h: h.pmcid, fetch=lambda ids: _papers_by_id(engine, ids), offset=offset, limit=limit)
+            res = PaperSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                      took_ms=(time.perf_counter() - t0) * 1000)
         for hit in res.hits:
             hit.gene_in_title = gene_in_title(text, hit.title)
@@ -154,20 +147,12 @@ class SearchService:
             depth = max(FUSION_DEPTH, offset + limit)
             dense = self.dense(collection).search(text, depth, query.filters)
             pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
-            bm25: dict[str, PassageHit] = {}
-            ranked = [(pid, score) for pid, _, score in dense]
-            if mode == "hybrid":
-                lexical = engine.search_passages(query, limit=depth, offset=0, snippets=snippets).hits
-                bm25 = {h.passage_id: h for h in lexical}
-                ranked = rrf([[h.passage_id for h in lexical], [pid for pid, _, _ in dense]])
-            page = ranked[offset:offset + limit]
-            fetched = _passages_by_id(engine, {pmcid_of[pid] for pid, _ in page if pid not in bm25})
-            hits = []
-            for pid, score in page:
-                hit = bm25.get(pid) or fetched.get(pid)
-                if hit is not None:
-                    hits.append(hit.model_copy(update={"score": score}))
-            res = PassageSearchResults(total=len(ranked), offset=offset, limit=limit, hits=hits,
+            hits, total = _fused_page(
+                mode, [(pid, score) for pid, _, score in dense],
+                lambda: engine.search_passages(query, limit=depth, offset=0, snippets=snippets).hits,
+                key=lambda h: h.passage_id, fetch=lambda ids: _passages_by_id(engine, {pmcid_of[i] for i in ids}),
+                offset=offset, limit=limit)
+            res = PassageSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                        took_ms=(time.perf_counter() - t0) * 1000)
         res.query = describe(query) | {"mode": mode}
         return res
@@ -226,6 +211,34 @@ class SearchService:
         return PaperText(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
                          title=paper.title, abstract=abstract if want_abstract else None, sections=out_sections,
                          next_cursor=next_cursor, total_chars=total)
+
+
+def _fused_page(mode: Mode, dense: list[tuple[str, float]], lexical: Callable[[], list[H]], *,
+                key: Callable[[H], str], fetch: Callable[[list[str]], dict[str, H]], offset: int,
+                limit: int) -> tuple[list[H], int]:
+    """One page of a dense or hybrid search, and the length of the whole ranking: the dense list alone, or the RRF
+    of the lexical list (``lexical()``, asked for only in hybrid mode) and the dense one. Each hit keeps its fused
+    score; one the lexical list did not return is fetched by id (a key ``fetch`` cannot find is left out: the build
+    changed under the dense index mid-request)."""
+    lexical_hits: dict[str, H] = {}
+    ranked = dense
+    if mode == "hybrid":
+        hits = lexical()
+        lexical_hits = {key(h): h for h in hits}
+        ranked = rrf([[key(h) for h in hits], [k for k, _ in dense]])
+    page = ranked[offset:offset + limit]
+    fetched = fetch([k for k, _ in page if k not in lexical_hits])
+    out = []
+    for k, score in page:
+        hit = lexical_hits.get(k) or fetched.get(k)
+        if hit is not None:
+            out.append(hit.model_copy(update={"score": score}))
+    return out, len(ranked)
+
+
+def _papers_by_id(engine: Engine, pmcids: Iterable[str]) -> dict[str, PaperHit]:
+    """Paper hits for dense-only results, from the stored papers."""
+    return {pmcid: hit for pmcid in pmcids if (hit := _paper_hit(engine.get_paper(pmcid))) is not None}
 
 
 def _paper_hit(paper: Paper | None) -> PaperHit | None:
