@@ -31,6 +31,10 @@ class NotFound(FlysiftError):
     code = "not_found"
 
 
+class PaperNotFound(NotFound):
+    """No paper with this pmcid in the collection (reading it still costs a unit under the ``flyaoc`` budget)."""
+
+
 class InvalidRequest(FlysiftError):
     status = 422
     code = "invalid_request"
