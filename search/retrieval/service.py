@@ -15,7 +15,7 @@ from search.core.config import Settings
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
 from search.engines import Engine, open_engine
-from search.core.errors import InvalidRequest, LimitExceeded, NotFound
+from search.core.errors import InvalidRequest, LimitExceeded, PaperNotFound
 from search.retrieval.fusion import rrf
 from search.core.models import (ABSTRACT, SECTION_TYPES, Paper, PaperHit, PaperSearchResults, PaperText, PassageHit,
                            PassageSearchResults, Section)
@@ -30,10 +30,6 @@ Mode = Literal["bm25", "dense", "hybrid"]
 #: how deep each list goes before fusion (or the page end, if deeper): RRF needs more than the page to agree on
 FUSION_DEPTH = 100
 H = TypeVar("H", PaperHit, PassageHit)
-
-
-class PaperNotFound(NotFound):
-    """No paper with this pmcid in the collection (reading it still costs a unit under the ``flyaoc`` budget)."""
 
 
 class SearchService:
