@@ -18,8 +18,19 @@ from typing import Any
 
 from lxml import etree
 
-from indexer.sources import (IdMap, SourceItem, clean_text, data_suffix, join_paragraphs, normalize_pmcid,
-                             normalize_pmid, normalize_year, open_binary, paper_item, reject_item)
+from indexer.sources.base import (
+    IdMap,
+    SourceItem,
+    clean_text,
+    data_suffix,
+    join_paragraphs,
+    normalize_pmcid,
+    normalize_pmid,
+    normalize_year,
+    open_binary,
+    paper_item,
+    reject_item,
+)
 from search.core.errors import InputError
 from search.core.models import SECTION_TYPES, Paper, Section
 

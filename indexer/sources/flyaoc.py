@@ -18,9 +18,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from indexer.sources import (IdMap, SourceItem, clean_text, data_suffix, is_hf_dataset_dir, join_paragraphs,
-                             normalize_pmcid, normalize_pmid, normalize_year, open_binary, paper_item, reject_item,
-                             split_blank_lines)
+from indexer.sources.base import (
+    IdMap,
+    SourceItem,
+    clean_text,
+    data_suffix,
+    is_hf_dataset_dir,
+    join_paragraphs,
+    normalize_pmcid,
+    normalize_pmid,
+    normalize_year,
+    open_binary,
+    paper_item,
+    reject_item,
+    split_blank_lines,
+)
 from search.core.errors import InputError
 from search.core.models import SECTION_TYPES, Paper, Section
 

@@ -2,11 +2,12 @@
 
 Text is the source's character data with inline markup dropped, a space where block-level elements meet, and
 whitespace runs collapsed; ``<tex-math>`` (which duplicates MathML) is skipped, and brackets left empty by empty
-citation ``<xref/>``s are removed. In pretty-printed files a line break plus indentation before a tag is layout,
-not a space (spaces the author typed before it stay), so ``CO\n\t<sub>2</sub>`` reads ``CO2``. Body sections are typed by ``sec-type``, then by heading, then by the parent's
-type, else OTHER; nested sections are flattened in document order. Figure and table captions become FIG/TABLE
-sections after the body and back matter (acknowledgements, appendices, glossary). Files without a PMCID take it from
-the id map, else are keyed ``PMID:<n>`` (or ``DOI:<doi>`` when there is no PMID either) with a warning.
+citation ``<xref/>``s are removed. In pretty-printed files a line break plus indentation before a tag is layout, not
+a space (spaces the author typed before it stay), so ``CO\n\t<sub>2</sub>`` reads ``CO2``. Body sections are typed
+by ``sec-type``, then by heading, then by the parent's type, else OTHER; nested sections are flattened in document
+order. Figure and table captions become FIG/TABLE sections after the body and back matter (acknowledgements,
+appendices, glossary). Files without a PMCID take it from the id map, else are keyed ``PMID:<n>`` (or ``DOI:<doi>``
+when there is no PMID either) with a warning.
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from pathlib import Path
 
 from lxml import etree
 
-from indexer.sources import (IdMap, SourceItem, clean_text, join_paragraphs, normalize_pmcid, normalize_pmid,
-                             normalize_year, paper_item, reject_item)
+from indexer.sources.base import (
+    IdMap,
+    SourceItem,
+    clean_text,
+    join_paragraphs,
+    normalize_pmcid,
+    normalize_pmid,
+    normalize_year,
+    paper_item,
+    reject_item,
+)
 from search.core.errors import InputError
 from search.core.models import Paper, Section
 

@@ -1,0 +1,173 @@
+"""Format detection and dispatch: which reader reads a file (by suffix and a peek at the content), folders walked
+for data files, and every record of every input in order, a file of unknown format or with no record being one
+reject (record 0)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from indexer.sources import bioc, flyaoc, jats
+from indexer.sources.base import (
+    HF_METADATA,
+    IdMap,
+    SourceItem,
+    data_suffix,
+    is_hf_dataset_dir,
+    open_binary,
+    reject_item,
+)
+from search.core.errors import InputError
+
+FORMATS = ("flyaoc", "jats", "bioc")
+_DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow", ".nxml", ".xml")
+#: Documentation that sits beside data files (dataset cards, licences, notes): not reported when a folder is walked.
+_DOC_SUFFIXES = (".md", ".txt", ".rst", ".cff")
+_DOC_NAMES = ("readme", "license", "licence", "citation", "notice", "copying")
+_FIRST_TAG_RE = re.compile(rb"<([A-Za-z_][\w.:-]*)")
+_JSON_KEY_RE = r'(?<!\\)"{}"\s*:'
+
+
+def _head(path: Path, size: int = 65536) -> bytes:
+    try:
+        with open_binary(path) as fh:
+            return fh.read(size)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc}", source=str(path)) from exc
+
+
+def _xml_root(head: bytes) -> str | None:
+    """Name of the root element: the first tag that is not a declaration, doctype, comment or PI."""
+    text = re.sub(rb"<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(\[.*?\])?\s*>", b"", head, flags=re.S)
+    m = _FIRST_TAG_RE.search(text)
+    return m.group(1).decode("ascii", "replace").split(":")[-1] if m else None
+
+
+def detect_format(path: Path) -> str:
+    """``flyaoc``, ``jats`` or ``bioc`` for one file or folder, by suffix and a peek at the content."""
+    path = Path(path)
+    if path.is_dir():
+        if is_hf_dataset_dir(path):
+            return "flyaoc"
+        formats = {detect_format(p) for p in _walk(path) if _is_data(p)}
+        if len(formats) == 1:
+            return formats.pop()
+        what = f"files of several formats ({', '.join(sorted(formats))})" if formats else "no known data files"
+        raise InputError(f"{path}: folder holds {what}; name the format or the files", source=str(path))
+    if not path.is_file():
+        raise InputError(f"{path}: no such file or folder", source=str(path))
+    suffix = data_suffix(path)
+    if suffix in (".jsonl", ".parquet", ".arrow"):
+        return "flyaoc"
+    if suffix == ".json":
+        head = _head(path).decode("utf-8", "replace")
+        is_bioc = all(re.search(_JSON_KEY_RE.format(k), head) for k in ("documents", "passages"))
+        return "bioc" if is_bioc else "flyaoc"
+    if suffix in (".nxml", ".xml"):
+        return "bioc" if _xml_root(_head(path)) == "collection" else "jats"
+    raise InputError(f"{path}: unknown input format (expected .jsonl, .json, .parquet, .arrow, a Hugging Face "
+                     f"dataset folder, .nxml or .xml)", source=str(path))
+
+
+def _is_data(path: Path) -> bool:
+    """A file with a data suffix, or a Hugging Face dataset folder."""
+    return path.is_dir() or data_suffix(path) in _DATA_SUFFIXES
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    """Files under a folder, sorted: data files, a Hugging Face dataset folder whole, and files of unknown format
+    (they become rejects, not silence); hidden entries, HF metadata and documentation are skipped."""
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            if is_hf_dataset_dir(entry):
+                yield entry
+            else:
+                yield from _walk(entry)
+        elif entry.name in HF_METADATA or (not _is_data(entry) and (
+                entry.suffix.lower() in _DOC_SUFFIXES or entry.name.lower().startswith(_DOC_NAMES))):
+            continue
+        else:
+            yield entry
+
+
+def _inputs(paths: Iterable[Path]) -> list[Path]:
+    """Expand folders into their data files (an HF dataset folder stays one input); missing paths raise."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise InputError(f"{path}: no such file or folder", source=str(path))
+        if path.is_dir() and not is_hf_dataset_dir(path):
+            out.extend(_walk(path))
+        elif path.is_file() and data_suffix(path) not in _DATA_SUFFIXES:
+            detect_format(path)  # raises the "unknown input format" error
+        else:
+            out.append(path)
+    return out
+
+
+def _reader(fmt: str):
+    return {"flyaoc": flyaoc, "jats": jats, "bioc": bioc}[fmt]
+
+
+def _check_format(fmt: str) -> None:
+    if fmt != "auto" and fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}: use one of auto, {', '.join(FORMATS)}")
+
+
+def iter_records(paths: Iterable[Path], fmt: str = "auto", id_map: IdMap | None = None,
+                 strict: bool = False) -> Iterator[SourceItem]:
+    """Every record of every input, in order: folders are walked (sorted) for known files.
+
+    With ``strict=True`` the first reject raises ``InputError`` naming source, record and field. Bad paths and an
+    unknown ``fmt`` raise before anything is read.
+    """
+    _check_format(fmt)
+    inputs = _inputs(paths)
+    return _iter(inputs, fmt, id_map, strict)
+
+
+def _file_items(path: Path, fmt: str, id_map: IdMap | None) -> Iterator[SourceItem]:
+    """The records of one input; a file of unknown format, or one that holds no record, is one reject (record 0)."""
+    if not _is_data(path):
+        yield reject_item(str(path), 0, f"not read: unknown input format {data_suffix(path) or '(no suffix)'!r} "
+                                        f"(expected {', '.join(_DATA_SUFFIXES)}, optionally gzipped)")
+        return
+    empty = True
+    for item in _reader(detect_format(path) if fmt == "auto" else fmt).read(path, id_map):
+        empty = False
+        yield item
+    if empty:
+        size = path.stat().st_size if path.is_file() else None
+        yield reject_item(str(path), 0, "the file is empty" if size == 0 else "no records in the input")
+
+
+def _iter(inputs: list[Path], fmt: str, id_map: IdMap | None, strict: bool) -> Iterator[SourceItem]:
+    for path in inputs:
+        for item in _file_items(path, fmt, id_map):
+            if strict and item.reject is not None:
+                r = item.reject
+                raise InputError(f"{r.source} record {r.record}" + (f", field {r.field}" if r.field else "")
+                                 + f": {r.reason}", source=r.source, record=r.record, field=r.field, pmcid=r.pmcid)
+            yield item
+
+
+def count_records(paths: Iterable[Path], fmt: str = "auto") -> int | None:
+    """A cheap total for a progress bar (JSONL lines, JSON array lengths, parquet/arrow row counts, XML files);
+    None when some input cannot be counted cheaply or at all."""
+    _check_format(fmt)
+    total = 0
+    for path in _inputs(paths):
+        if not _is_data(path):
+            total += 1  # reported as one reject
+            continue
+        try:
+            n = _reader(detect_format(path) if fmt == "auto" else fmt).count(path)
+        except InputError:
+            return None
+        if n is None:
+            return None
+        total += max(n, 1)  # an input with no record is one reject
+    return total
