@@ -7,12 +7,13 @@ may add more with ``hidden=flyaoc`` or comma-separated ids and ``hidden_descenda
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
 from search.api.deps import current_session
 from search.sessions.models import Session
+from search.ontology.hidden import HiddenQuery, hidden_query
 from search.ontology.service import ResolvedTerm, TermList, TermLookup, TermSearchResponse, TermService
 
 router = APIRouter(prefix="/v1", tags=["terms"], dependencies=[Depends(current_session)])
@@ -22,20 +23,10 @@ HiddenDesc = Query(False, description="Also hide every descendant (is_a, part_of
 Relations = Query("hierarchy", description="Relation set (is_a, hierarchy, regulates, all) or comma-separated names")
 
 
-class HiddenSpec(NamedTuple):
-    hidden: str | None
-    descendants: bool
-
-
 def hidden_spec(hidden: str | None = Hidden, hidden_descendants: bool = HiddenDesc,
-                session: Session | None = Depends(current_session)) -> HiddenSpec:
+                session: Session | None = Depends(current_session)) -> HiddenQuery:
     """The request's hidden terms plus the session's."""
-    parts = [hidden] if hidden else []
-    spec = session.hidden_terms if session else None
-    if spec:
-        parts += ([spec.set] if spec.set else []) + list(spec.ids)
-        hidden_descendants = hidden_descendants or spec.descendants
-    return HiddenSpec(",".join(parts) or None, hidden_descendants)
+    return hidden_query(hidden, hidden_descendants, session.hidden_terms if session else None)
 
 
 def _svc(request: Request) -> TermService:
@@ -47,7 +38,7 @@ def search_terms(request: Request, q: str = Query(..., description="Words, a phr
                  ontology: str = Query("go", description="go, fbbt, fbdv (or another indexed name)"),
                  aspect: str | None = Query(None, description="GO aspect P, F or C"),
                  limit: int = Query(10, ge=1, le=100), include_obsolete: bool = False,
-                 h: HiddenSpec = Depends(hidden_spec)) -> TermSearchResponse:
+                 h: HiddenQuery = Depends(hidden_spec)) -> TermSearchResponse:
     """Terms by name, synonym (weighted by scope), definition or id; hidden and obsolete terms left out."""
     return _svc(request).search(ontology, q, aspect=aspect, limit=limit, hidden=h.hidden,
                                 hidden_descendants=h.descendants, include_obsolete=include_obsolete)
@@ -56,14 +47,14 @@ def search_terms(request: Request, q: str = Query(..., description="Words, a phr
 @router.get("/terms/resolve", response_model=list[ResolvedTerm])
 def resolve_terms(request: Request, text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
                   ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1, le=100),
-                  h: HiddenSpec = Depends(hidden_spec)) -> list[ResolvedTerm]:
+                  h: HiddenQuery = Depends(hidden_spec)) -> list[ResolvedTerm]:
     """Visible terms ranked for a free-text description (post-hoc resolution of natural-language outputs)."""
     return _svc(request).resolve_description(text, ontology, aspect=aspect, limit=limit, hidden=h.hidden,
                                              hidden_descendants=h.descendants)
 
 
 @router.get("/terms/{term_id}", response_model=TermLookup)
-def get_term(request: Request, term_id: str, h: HiddenSpec = Depends(hidden_spec)) -> TermLookup:
+def get_term(request: Request, term_id: str, h: HiddenQuery = Depends(hidden_spec)) -> TermLookup:
     """A term by id. Alt ids resolve to the primary (with a note); obsolete terms list their replacements;
     hidden terms answer 404 ``term_hidden``."""
     return _svc(request).lookup(term_id, hidden=h.hidden, hidden_descendants=h.descendants)
@@ -72,7 +63,7 @@ def get_term(request: Request, term_id: str, h: HiddenSpec = Depends(hidden_spec
 def _related(direction: Literal["ancestors", "descendants", "children", "parents"], default_relations: str):
     def endpoint(request: Request, term_id: str,
                  relations: str = Query(default_relations, description=Relations.description),
-                 limit: int = Query(1000, ge=1, le=100_000), h: HiddenSpec = Depends(hidden_spec)) -> TermList:
+                 limit: int = Query(1000, ge=1, le=100_000), h: HiddenQuery = Depends(hidden_spec)) -> TermList:
         return _svc(request).related(term_id, direction, relations=relations, limit=limit, hidden=h.hidden,
                                      hidden_descendants=h.descendants)
 
@@ -90,7 +81,7 @@ for _direction, _default in (("ancestors", "hierarchy"), ("descendants", "hierar
 
 @router.get("/flyaoc/search_go_terms", tags=["flyaoc"])
 def search_go_terms(request: Request, query: str, aspect: str | None = None, limit: int = Query(10, ge=1, le=100),
-                    h: HiddenSpec = Depends(hidden_spec)) -> list[dict[str, Any]]:
+                    h: HiddenQuery = Depends(hidden_spec)) -> list[dict[str, Any]]:
     """``search_go_terms``: ``{go_id, name, namespace, definition, synonyms?, parents?, children_count?}``."""
     return _svc(request).flyaoc_search("go", query, aspect=aspect, limit=limit, hidden=h.hidden,
                                        hidden_descendants=h.descendants)
@@ -111,7 +102,7 @@ def search_stage_terms(request: Request, query: str, limit: int = Query(10, ge=1
 @router.get("/flyaoc/get_term_children", tags=["flyaoc"])
 def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1, le=100),
                       relations: str = Query("is_a", description=Relations.description),
-                      h: HiddenSpec = Depends(hidden_spec)) -> dict[str, Any]:
+                      h: HiddenQuery = Depends(hidden_spec)) -> dict[str, Any]:
     """``get_term_children``: ``{term_id, term_name, children_count, children, truncated}``. Errors carry FlyAOC's
     ``{term_id, error}`` body in ``details.flyaoc``."""
     return _svc(request).flyaoc_children(term_id, limit=limit, relations=relations, hidden=h.hidden,

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from search.client import AsyncClient, Client, ClientError
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
+from search.ontology.hidden import hidden_query, spec_from_text
 from search.sessions.models import Session
 
 log = logging.getLogger("flysift.mcp")
@@ -67,15 +68,6 @@ def _bounded(name: str, value: int, low: int, high: int) -> str | None:
     return None
 
 
-def _hidden_params(session: Session) -> dict[str, Any]:
-    """The session's hidden terms as the term endpoints' ``hidden`` / ``hidden_descendants`` parameters."""
-    spec = session.hidden_terms
-    if spec is None or not (spec.set or spec.ids):
-        return {}
-    names = ([spec.set] if spec.set else []) + spec.ids
-    return {"hidden": ",".join(names), "hidden_descendants": spec.descendants}
-
-
 def paper_record(page: PaperText, ignored: list[str]) -> dict[str, Any]:
     """FlyAOC's ``{pmcid, title, abstract, sections}`` (sections: type → paragraphs, document order) plus paging."""
     sections: dict[str, list[str]] = {}
@@ -98,7 +90,8 @@ class SessionTools:
     def __init__(self, api: AsyncClient, session: Session):
         self.api = api
         self.session = session
-        self.hidden = _hidden_params(session)
+        #: the session's hidden terms as the term endpoints' parameters
+        self.hidden = hidden_query(spec=session.hidden_terms).params()
 
     async def _call(self, work: Callable[[], Awaitable[str]]) -> str:
         try:
@@ -346,14 +339,10 @@ def mcp(api_url: str, api_key: str | None, session_id: str | None, gene: str | N
         max_papers: int | None, budget_policy: str | None, synonym_policy: str | None, hidden: str | None,
         hidden_descendants: bool, label: str | None, transport: str, host: str, port: int) -> None:
     """Serve FlyAOC's tools over MCP for one session (stdio by default)."""
-    hidden_terms = None
-    if hidden:
-        items = [h.strip() for h in hidden.split(",") if h.strip()]
-        named = [h for h in items if ":" not in h]
-        if len(named) > 1:
-            raise click.BadParameter("at most one named set", param_hint="--hidden")
-        hidden_terms = {"set": named[0] if named else None, "ids": [h for h in items if ":" in h],
-                        "descendants": hidden_descendants}
+    try:
+        hidden_terms = spec_from_text(hidden, hidden_descendants)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--hidden") from None
     try:
         with Client(api_url, api_key=api_key) as sync_api:
             session = bind_session(sync_api, session_id, gene, team=team, max_papers=max_papers,

@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from search.core.errors import FlysiftError, InvalidRequest
 from search.core.inputs import bounded_stored, quoted
 from search.text.lexicon import Lexicon
 from search.core.models import Gene
+from search.ontology.hidden import HiddenSpec
 
 SynonymPolicy = Literal["none", "snapshot", "registered", "full"]
 BudgetPolicy = Literal["distinct", "flyaoc"]
@@ -67,24 +68,6 @@ class SessionClosed(FlysiftError):
     def __init__(self, session_id: str):
         super().__init__(f"Session {session_id} is closed; create a new session to continue.",
                          details={"session_id": session_id})
-
-
-class HiddenSpec(BaseModel):
-    """Hidden terms of a session: a named set (``flyaoc``) and/or explicit ids, optionally with descendants."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    set: Literal["flyaoc"] | None = None
-    ids: list[str] = Field(default_factory=list)
-    descendants: bool = False
-
-    @field_validator("ids")
-    @classmethod
-    def _ids(cls, v: list[str]) -> list[str]:
-        bad = [i for i in v if ":" not in i]
-        if bad:
-            raise ValueError(f"term ids look like GO:0005634, got {bad[:5]}")
-        return list(dict.fromkeys(v))
 
 
 class HiddenTerms(HiddenSpec):
@@ -267,14 +250,7 @@ def hidden_ids_for(session: Session | None, ontology=None) -> frozenset[str]:
     """The term ids hidden from this session: its named set plus its ids, with descendants in ``ontology`` (a
     ``search.ontology.model.Ontology``) when the session asks for them. Without a session nothing is hidden."""
     spec = session.hidden_terms if session else None
-    if spec is None:
-        return frozenset()
-    from search.ontology.hidden import expand, named_set
-
-    ids = [*(named_set(spec.set) if spec.set else ()), *spec.ids]
-    if ontology is not None:
-        return expand(ontology, ids, descendants=spec.descendants).ids | frozenset(ids)
-    return frozenset(ids)
+    return spec.hidden_ids(ontology) if spec is not None else frozenset()
 
 
 # ---- coverage -------------------------------------------------------------------------------------------------
