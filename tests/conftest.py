@@ -1,47 +1,21 @@
-"""Shared fixtures: a small hand-written corpus with the hard gene-symbol cases, indexed into a temp data dir."""
+"""Every shared fixture, in one place: tests use them by name and never import one.
+
+The data and helpers they are built from (the fixture corpus, the loopback server, the cluster node) are in
+``helpers.py``; ``cluster_settings`` gives each cluster test an index prefix of its own (deleted afterwards), so the
+tests share one node.
+"""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from search.core.config import Settings
-from search.engines.embedded.engine import EmbeddedEngine
-from search.core.models import Paper, Section
-from search.text.passages import split_passages
 
-PAPERS = [
-    Paper(pmcid="PMC100001", year=2001, journal="Dev Biol", title="Delta and Notch signalling in the wing",
-          abstract="Dl activates N in wing margin cells.",
-          sections=[Section(type="INTRO", paragraphs=["The ligand Dl binds the receptor N. Su(H), the effector, "
-                                                      "then enters the nucleus."]),
-                    Section(type="RESULTS", paragraphs=["Loss of Dl abolishes E(spl)m8-HLH expression (Fig. 2)."])]),
-    Paper(pmcid="PMC100002", year=2005, journal="Development", title="The dorsal morphogen gradient",
-          abstract="The dl gradient patterns the dorsoventral axis of the embryo.",
-          sections=[Section(type="INTRO", paragraphs=["dl is a Rel-family transcription factor; n = 12 embryos."]),
-                    Section(type="METHODS", paragraphs=["Embryos were fixed and stained with anti-dl."])]),
-    Paper(pmcid="PMC100003", year=2010, journal="Genetics", title="Suppressor of Hairless targets",
-          abstract="We mapped binding sites of Suppressor of Hairless (Su(H)).",
-          sections=[Section(type="RESULTS", paragraphs=["Su(H); Hairless complexes repress targets.",
-                                                        "Mutants of l(2)gl and abd-A were examined."]),
-                    Section(type="DISCUSS", paragraphs=["α-Cat and Df(3L)ED4543 are discussed."])]),
-    Paper(pmcid="PMC100004", year=2015, journal="PLoS Genet", title="Wing disc growth",
-          abstract="Growth of the wing imaginal disc depends on morphogens.",
-          sections=[Section(type="RESULTS", paragraphs=["dpp and wg control growth of the wing disc.",
-                                                        "Cells proliferate in the pouch. " * 40]),
-                    Section(type="DISCUSS", paragraphs=["Growth stops when the disc reaches its final size. " * 10])]),
-]
-
-
-def build_index(data_dir: Path, papers: list[Paper] = PAPERS, collection: str = "default") -> EmbeddedEngine:
-    engine = EmbeddedEngine(data_dir, collection=collection)
-    build = engine.open_build("fixture", resume=False)
-    for p in papers:
-        build.add(p, split_passages(p))
-    build.commit({})
-    build.publish()
-    return engine
+from helpers import ClusterNode, LiveServer, build_index, cluster_flavours, find_cluster_node
 
 
 @pytest.fixture
@@ -56,40 +30,24 @@ def settings(data_dir: Path) -> Settings:
     return Settings(data_dir=data_dir)
 
 
-class LiveServer:
-    """A real uvicorn server on a free loopback port, in a thread (the same HTTP agents use)."""
-
-    def __init__(self, app):
-        import socket
-        import threading
-
-        import uvicorn
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self):
-        import time
-
-        self.thread.start()
-        for _ in range(200):
-            if self.server.started:
-                return self
-            time.sleep(0.02)
-        raise RuntimeError("server did not start")
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-
 @pytest.fixture
-def live_server(settings):
+def live_server(settings: Settings) -> Iterator[LiveServer]:
     from search.api.app import create_app
 
     with LiveServer(create_app(settings)) as srv:
         yield srv
+
+
+@pytest.fixture(scope="session", params=cluster_flavours())
+def cluster_node(request: pytest.FixtureRequest) -> ClusterNode:
+    """A real Elasticsearch/OpenSearch node (tests marked ``cluster``); see ``helpers.find_cluster_node``."""
+    return find_cluster_node(request.param)
+
+
+@pytest.fixture
+def cluster_settings(cluster_node: ClusterNode, tmp_path: Path) -> Iterator[Settings]:
+    """Settings for a ``ClusterEngine`` on the test node, with an index prefix of its own (cleaned up after)."""
+    prefix = f"fst-{uuid.uuid4().hex[:10]}"
+    yield Settings(data_dir=tmp_path / "data", cluster_url=cluster_node.url, cluster_flavour=cluster_node.flavour,
+                   cluster_index_prefix=prefix)
+    cluster_node.cleanup(prefix)

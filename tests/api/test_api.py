@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from conftest import PAPERS
+from helpers import PAPERS
 
 
 @pytest.fixture

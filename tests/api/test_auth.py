@@ -8,15 +8,16 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from conftest import LiveServer, build_index
-from search.cli.admin import admin
 from search.api.app import create_app
-from search.sessions.keys import RateLimited, RateLimiter, Unauthorized, key_id_of, new_key, verify
+from search.cli.admin import admin
 from search.core.config import Settings
 from search.core.errors import InvalidRequest
-from search.text.lexicon import Lexicon
 from search.core.models import Gene
+from search.sessions.keys import RateLimited, RateLimiter, Unauthorized, key_id_of, new_key, verify
 from search.sessions.store import Conflict, SqliteStore
+from search.text.lexicon import Lexicon
+
+from helpers import LiveServer, build_index
 
 
 def test_keys_are_random_hashed_and_verified():

@@ -9,19 +9,28 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import PAPERS, LiveServer, build_index
 from search.api.app import create_app
 from search.client import (
-    AsyncClient, BudgetExhausted, Client, ClientError, ConflictError, InvalidRequestError, NotFoundError, RateLimited,
-    Unavailable, error_from_response,
+    AsyncClient,
+    BudgetExhausted,
+    Client,
+    ClientError,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    RateLimited,
+    Unavailable,
+    error_from_response,
 )
 from search.core.config import Settings
-from search.engines.embedded.terms import TermIndex
-from search.text.lexicon import Lexicon
 from search.core.models import Gene, IndexStats, Paper, PaperSearchResults, PaperText, PassageSearchResults, Section
+from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.sessions.models import Coverage, Session
 from search.ontology.service import TermService
+from search.sessions.models import Coverage, Session
+from search.text.lexicon import Lexicon
+
+from helpers import PAPERS, LiveServer, build_index
 
 
 @pytest.fixture

@@ -13,19 +13,19 @@ import threading
 from pathlib import Path
 
 import pytest
-from cluster_fixtures import ClusterNode, cluster_node, cluster_settings  # noqa: F401
-from conftest import PAPERS
 
-from search.text import analysis
 from search.core.config import Settings
+from search.core.errors import FlysiftError, IndexMissing, LimitExceeded, Unavailable
+from search.core.models import Paper, Section, Synonym, Term
+from search.core.query import Filters
 from search.engines import open_engine
 from search.engines.cluster.engine import ClusterEngine, analysis_settings
 from search.engines.embedded.engine import analyze
-from search.core.errors import FlysiftError, IndexMissing, LimitExceeded, Unavailable
-from search.core.models import Paper, Section, Synonym, Term
-from search.text.passages import split_passages
 from search.retrieval.planner import plan
-from search.core.query import Filters
+from search.text import analysis
+from search.text.passages import split_passages
+
+from helpers import PAPERS, ClusterNode
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from search.text.analysis import is_symbol_like, symbol_tokens
+from search.core.query import Filters
 from search.engines.embedded.engine import EmbeddedEngine
 from search.retrieval.planner import plan
-from search.core.query import Filters
+from search.text.analysis import is_symbol_like, symbol_tokens
 
-from conftest import PAPERS, build_index
+from helpers import PAPERS, build_index
 
 
 def pmcids(res):

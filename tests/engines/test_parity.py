@@ -10,15 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cluster_fixtures import cluster_node, cluster_settings  # noqa: F401
 
 from indexer.synthetic import SyntheticConfig, bundled_genes, generate
 from search.core.config import Settings
+from search.core.query import Filters
 from search.engines.cluster.engine import ClusterEngine
 from search.engines.embedded.engine import EmbeddedEngine
-from search.text.passages import split_passages
 from search.retrieval.planner import plan
-from search.core.query import Filters
+from search.text.passages import split_passages
 
 pytestmark = pytest.mark.cluster
 

@@ -4,37 +4,26 @@ scored with ranx; values computed by hand from the unambiguous rankings."""
 from __future__ import annotations
 
 import importlib.util
-
 import json
 import math
-from pathlib import Path
 
 import pytest
 
-from eval.ir import (load_beir, read_trec_run, score_runs, search_run, service_collection_name, to_paper,
-                     write_trec_run, evaluate_collection)
+from eval.ir import (
+    evaluate_collection,
+    load_beir,
+    read_trec_run,
+    score_runs,
+    search_run,
+    service_collection_name,
+    to_paper,
+    write_trec_run,
+)
 from eval.report import write_ir_report
 from search.client import Client
 from search.core.errors import InputError
 
-DOCS = [
-    {"_id": "d1", "title": "", "text": "aerodynamic heating of swept wings"},
-    {"_id": "d2", "title": "Transition", "text": "boundary layer transition on flat plates"},
-    {"_id": "d3", "title": "", "text": "heating rates in hypersonic flow"},
-    {"_id": "d4", "title": "", "text": "vortex shedding behind cylinders"},
-    {"_id": "d5", "title": "", "text": "structural loads of aircraft panels"},
-]
-QUERIES = [{"_id": "q1", "text": "boundary layer"}, {"_id": "q2", "text": "aerodynamic heating"},
-           {"_id": "q3", "text": "turbulence spectra"}, {"_id": "q4", "text": "unjudged query"}]
-QRELS = [("q1", "d2", 2), ("q2", "d3", 1), ("q3", "d4", 1)]
-
-
-def write_beir(d: Path, qrels=QRELS) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "corpus.jsonl").write_text("".join(json.dumps(x) + "\n" for x in DOCS))
-    (d / "queries.jsonl").write_text("".join(json.dumps(x) + "\n" for x in QUERIES))
-    (d / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d_}\t{s}\n" for q, d_, s in qrels))
-    return d
+from helpers import DOCS, QRELS, write_beir
 
 
 def test_load_beir_checks_references(tmp_path):

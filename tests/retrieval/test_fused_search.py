@@ -9,7 +9,8 @@ from search.core.query import Filters
 from search.retrieval.fusion import rrf
 from search.retrieval.service import SearchService
 from search.text.passages import split_passages
-from tests.conftest import PAPERS
+
+from helpers import PAPERS
 
 
 class FakeDense:

@@ -29,22 +29,27 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 from schemathesis.generation import GenerationMode
-from schemathesis.specs.openapi.checks import (content_type_conformance, negative_data_rejection,
-                                               response_headers_conformance, response_schema_conformance,
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from test_safety_inputs import load as load_http
 
-from conftest import PAPERS, LiveServer, build_index
 from indexer.synthetic import SyntheticConfig, bundled_genes, generate
 from search.api.app import create_app
-from search.api.openapi import ERROR_REF, NO_404
 from search.api.models import ErrorResponse
-from search.sessions.keys import new_key
+from search.api.openapi import ERROR_REF, NO_404
 from search.core.config import Settings
 from search.engines.embedded.terms import TermIndex
-from search.text.lexicon import Lexicon
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
-from test_safety_inputs import load as load_http
+from search.sessions.keys import new_key
+from search.text.lexicon import Lexicon
+
+from helpers import PAPERS, LiveServer, build_index
 
 FIX = Path(__file__).parents[1] / "fixtures"
 CORPUS = FIX / "bad_inputs" / "requests"

@@ -18,15 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cluster_fixtures import cluster_node, cluster_settings  # noqa: F401  (fixtures)
-from conftest import PAPERS, LiveServer, build_index
 from search.api.app import create_app
 from search.core.config import Settings
-from search.retrieval.cursors import SECRET_FILE, CursorSecretError, load_secret
-from search.text.lexicon import Lexicon
 from search.core.models import Gene, Paper, Section
+from search.retrieval.cursors import SECRET_FILE, CursorSecretError, load_secret
 from search.retrieval.service import SearchService
 from search.sessions.store import SqliteStore
+from search.text.lexicon import Lexicon
+
+from helpers import PAPERS, LiveServer, build_index
 
 FORGED = json.loads((Path(__file__).parents[1] / "fixtures" / "bad_inputs" / "cursors" / "forged_cursors.json").read_text())
 LONG = "PMC100004"  # several pages at max_chars=200

@@ -21,16 +21,16 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from cluster_fixtures import cluster_node, cluster_settings  # noqa: F401  (fixtures of the cluster test)
-from conftest import PAPERS, LiveServer, build_index
 from search.api.app import create_app
 from search.cli.main import main
 from search.core.config import Settings
+from search.core.models import Paper, Section
 from search.engines import BuildRefused, publish_refusal
 from search.engines.embedded import engine as embedded_module
 from search.engines.embedded.engine import EmbeddedEngine
-from search.core.models import Paper, Section
 from search.text.passages import split_passages
+
+from helpers import PAPERS, LiveServer, build_index
 
 BAD = Path(__file__).parents[1] / "fixtures" / "bad_inputs" / "builds"
 REPO = Path(__file__).resolve().parents[2]

@@ -13,15 +13,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import PAPERS, LiveServer, build_index
 from search.api.app import create_app
-from search.sessions.keys import new_key
 from search.core.config import Settings
 from search.core.inputs import MAX_JSON_DEPTH
-from search.text.lexicon import Lexicon
 from search.core.models import Gene
+from search.sessions.keys import new_key
 from search.sessions.models import Submission, TraceEvent
 from search.sessions.store import SqliteStore
+from search.text.lexicon import Lexicon
+
+from helpers import PAPERS, LiveServer, build_index
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "bad_inputs" / "requests"
 GENES = [Gene(id="FBgn0000014", symbol="abd-A", fullname="abdominal A", symbol_synonyms=["iab-4"])]

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from search.core import names
-from search.retrieval import dense
 from search.api.app import create_app
+from search.core import names
 from search.core.config import Settings
+from search.core.errors import FlysiftError, InvalidRequest, NotFound
+from search.core.models import Gene
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import TermIndex
-from search.core.errors import FlysiftError, InvalidRequest, NotFound
-from search.text.lexicon import Lexicon
-from search.core.models import Gene
 from search.ontology.model import Ontology, read_json, write_json_atomic
 from search.ontology.service import TermService
+from search.retrieval import dense
+from search.text.lexicon import Lexicon
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parents[1] / "fixtures"

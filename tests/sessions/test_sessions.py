@@ -8,13 +8,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import PAPERS, LiveServer, build_index
 from search.api.app import create_app
 from search.core.config import Settings
-from search.text.lexicon import Lexicon
 from search.core.models import Gene, Paper, Section, Term
 from search.ontology.model import Ontology
 from search.sessions.models import HiddenSpec, Session, hidden_ids_for
+from search.text.lexicon import Lexicon
+
+from helpers import PAPERS, LiveServer, build_index
 
 EXTRA = [
     Paper(pmcid="PMC100005", year=1990, title="Homeotic genes of the bithorax complex",

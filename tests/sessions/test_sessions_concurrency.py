@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cluster_fixtures import ClusterNode, cluster_node  # noqa: F401  (fixture)
-from conftest import build_index
-from search.text.lexicon import Lexicon
 from search.core.models import Gene, Paper, Section
+from search.text.lexicon import Lexicon
+
+from helpers import ClusterNode, build_index
 
 N_SERVERS = 3
 N_PAPERS = 50

@@ -7,10 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cluster_fixtures import cluster_node, cluster_settings  # noqa: F401  (fixtures)
-from search.sessions.keys import new_key
 from search.core.errors import NotFound
 from search.core.models import Gene
+from search.sessions.keys import new_key
 from search.sessions.models import BudgetExhausted, Session, SessionClosed, Submission, TraceEvent
 from search.sessions.store import Conflict, SqliteStore
 
