@@ -34,7 +34,7 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool) -> No
     ont = Ontology.load(file, name, use_cache=not no_cache)
     loaded = time.perf_counter() - t0
     stats = ont.stats()
-    n = TermService(settings.data_dir).index_ontology(ont, open_engine(settings).write_terms)
+    n = TermService(settings.data_dir, engine=open_engine(settings)).index_ontology(ont)
     click.echo(f"{name}: {stats['terms']} terms ({stats['obsolete']} obsolete, {stats['alt_ids']} alt ids, "
                f"{stats['synonyms']} synonyms) from {file} [{stats['data_version'] or 'no data-version'}]; "
                f"loaded in {loaded:.1f} s, indexed {n} in {time.perf_counter() - t0 - loaded:.1f} s "

@@ -77,10 +77,9 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
                              record=r.record, field=r.field, pmcid=r.pmcid)
 
     def commit(n: int) -> None:
-        for failure in getattr(build, "failures", ()):  # engines that can refuse single documents (cluster)
+        for failure in build.failures:  # papers the engine refused (a cluster's mapping conflicts)
             reject(failure)
-        if hasattr(build, "failures"):
-            build.failures.clear()
+        build.failures.clear()
         rejects.flush()
         build.commit({"consumed": n, **counts, "seen": sorted(seen), "rejects_bytes": rejects.tell()})
 

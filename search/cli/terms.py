@@ -24,9 +24,11 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
     """Search ontology terms by name, synonym, definition or id."""
     import json
 
+    from search.engines import open_engine
     from search.ontology.service import TermService
 
-    svc = TermService(settings_for(data_dir).data_dir)
+    settings = settings_for(data_dir)
+    svc = TermService(settings.data_dir, engine=open_engine(settings))
     if resolve:
         found = svc.resolve_description(query, ontology, aspect=aspect, limit=limit, hidden=hidden,
                                         hidden_descendants=hidden_descendants)

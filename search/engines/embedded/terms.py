@@ -5,20 +5,13 @@ Layout: ``<data_dir>/terms/<name>`` is a symlink to ``versions/<name>-<id>/``. `
 beside the live one and swaps the symlink with one atomic ``rename``, so a reader sees the old index or the new one,
 never a mix; readers compare the link target on each search and reopen when it changed.
 
-Scoring (BM25 over the word view of ``search.text.analysis``): the best field wins (dis-max) among the name, synonyms by
-scope (EXACT > NARROW/BROAD > RELATED) and the definition; an exact match of the whole normalised query with the
-name or a synonym, and every query word being found in name/synonyms, add bonuses. A query that is a term id
-(``GO:0005634``, or an alt id) finds that term. Hidden ids and the aspect are filters inside the query, so
-``limit`` hits come back whatever is hidden; obsolete terms are left out unless asked for (an id query finds its
-term even when obsolete, flagged).
+What is searched and how it scores is :mod:`search.text.term_search` (shared with the cluster engine), written here as
+tantivy queries over the word view of :mod:`search.text.analysis`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
-import re
 import shutil
 import threading
 import uuid
@@ -27,33 +20,25 @@ from pathlib import Path
 
 import tantivy
 
-from search.text import analysis
-from search.engines.embedded.engine import ANALYZERS, analyze
 from search.core.errors import IndexMissing, NotFound
 from search.core.models import Term, TermHit
-from search.core.names import PATTERNS, check_ontology, is_valid, lookup
-from search.ontology.model import canonical_label
+from search.core.names import check_ontology, is_valid, lookup
+from search.text import analysis
+from search.text.analysis import normalise, query_variants
+from search.text.term_search import (
+    COVERAGE_BOOST,
+    FIELD_BOOSTS,
+    LABEL_FIELDS,
+    NAME_KEY_BOOST,
+    SYNONYM_FIELDS,
+    SYNONYM_KEY_BOOST,
+    TIE,
+    id_query,
+    term_hit,
+    variant_keys,
+)
 
 WRITER_HEAP = 64_000_000
-DEFINITION_CHARS = 300
-#: ontology names (one home: :mod:`search.core.names`); kept here for the cluster engine's term aliases
-NAME_RE = PATTERNS["ontology"]
-ID_QUERY_RE = re.compile(r"\s*([A-Za-z][A-Za-z0-9_]*:[A-Za-z0-9_.\-]+)\s*")
-
-#: text field → boost (dis-max: a term's best field counts, plus TIE × the others)
-FIELD_BOOSTS: dict[str, float] = {
-    "name": 3.0, "syn_exact": 2.6, "syn_narrow": 2.0, "syn_broad": 2.0, "syn_related": 1.6, "definition": 0.6,
-}
-SYNONYM_FIELDS = {"EXACT": "syn_exact", "NARROW": "syn_narrow", "BROAD": "syn_broad", "RELATED": "syn_related"}
-TIE = 0.2
-NAME_KEY_BOOST = 12.0
-SYNONYM_KEY_BOOST = 9.0
-COVERAGE_BOOST = 3.0
-
-
-def normalise(text: str) -> str:
-    """The word-view tokens of ``text`` joined by spaces: names and synonyms equal under this match exactly."""
-    return " ".join(analyze("word", text))
 
 
 def _schema() -> tantivy.Schema:
@@ -71,7 +56,7 @@ def _schema() -> tantivy.Schema:
 
 
 def _register(index: tantivy.Index) -> tantivy.Index:
-    index.register_tokenizer(analysis.WORD_ANALYZER, ANALYZERS[analysis.WORD_ANALYZER])
+    index.register_tokenizer(analysis.WORD_ANALYZER, analysis.ANALYZERS[analysis.WORD_ANALYZER])
     return index
 
 
@@ -169,13 +154,13 @@ class TermIndex:
         """Terms best matching ``query``, hidden ids (``exclude_ids``) and other aspects filtered in the query."""
         searcher = self._searcher(ontology_name)
         schema = self._open[ontology_name][1].schema
-        m = ID_QUERY_RE.fullmatch(query)
+        term_id = id_query(query)
         tokens: list[str] = []
-        if m:
-            main = tantivy.Query.term_query(schema, "ids", m.group(1))
+        if term_id:
+            main = tantivy.Query.term_query(schema, "ids", term_id)
             include_obsolete = True
         else:
-            variants = [analyze("word", v) for v in dict.fromkeys([query, canonical_label(query)])]
+            variants = query_variants(query)
             tokens = list(dict.fromkeys(t for v in variants for t in v))
             if not tokens:
                 return []
@@ -190,7 +175,8 @@ class TermIndex:
             musts.append((tantivy.Occur.MustNot, tantivy.Query.term_set_query(schema, "id", exclude)))
         q = tantivy.Query.boolean_query(musts) if len(musts) > 1 else main
         result = searcher.search(q, limit=max(1, limit), count=False)
-        return [term_hit(ontology_name, searcher.doc(addr).to_dict(), score, set(tokens)) for score, addr in result.hits]
+        return [term_hit(ontology_name, searcher.doc(addr).to_dict(), score, set(tokens))
+                for score, addr in result.hits]
 
 
 def _text_query(schema: tantivy.Schema, variants: list[list[str]]) -> tantivy.Query:
@@ -204,35 +190,15 @@ def _text_query(schema: tantivy.Schema, variants: list[list[str]]) -> tantivy.Qu
                                           for t in tokens]))
         per_field.append(tantivy.Query.boost_query(q, boost))
     shoulds = [tantivy.Query.disjunction_max_query(per_field, TIE)]
-    for key in dict.fromkeys(" ".join(v) for v in variants if v):
+    for key in variant_keys(variants):
         shoulds.append(tantivy.Query.boost_query(tantivy.Query.term_query(schema, "key", key), NAME_KEY_BOOST))
         shoulds.append(tantivy.Query.boost_query(tantivy.Query.term_query(schema, "syn_key", key), SYNONYM_KEY_BOOST))
     tokens = variants[-1]
     if len(tokens) > 1:
-        label_fields = ["name", *SYNONYM_FIELDS.values()]
         every_word = tantivy.Query.boolean_query([
             (tantivy.Occur.Must, tantivy.Query.boolean_query(
-                [(tantivy.Occur.Should, tantivy.Query.term_query(schema, f, t)) for f in label_fields]))
+                [(tantivy.Occur.Should, tantivy.Query.term_query(schema, f, t)) for f in LABEL_FIELDS]))
             for t in dict.fromkeys(tokens)])
         shoulds.append(tantivy.Query.boost_query(tantivy.Query.const_score_query(every_word, 1.0), COVERAGE_BOOST))
     return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in shoulds])
 
-
-def term_hit(ontology: str, d: dict[str, list[Any]], score: float, tokens: set[str]) -> TermHit:
-    """A hit from a term's stored fields (each a list of values, as tantivy's ``Document.to_dict()`` gives them);
-    the cluster engine builds its hits with it too. ``matched_synonym``: the synonym sharing most query tokens."""
-    name = d.get("name", [""])[0]
-    matched = None
-    if tokens:
-        best = len(tokens & set(analyze("word", name)))
-        for field in SYNONYM_FIELDS.values():
-            for syn in d.get(field, []):
-                overlap = len(tokens & set(analyze("word", syn)))
-                if overlap > best:
-                    best, matched = overlap, syn
-    definition = d.get("definition", [""])[0]
-    if len(definition) > DEFINITION_CHARS:
-        definition = definition[:DEFINITION_CHARS - 1].rsplit(" ", 1)[0] + "…"
-    return TermHit(id=d["id"][0], ontology=ontology, name=name, namespace=(d.get("namespace") or [None])[0],
-                   aspect=(d.get("aspect") or [None])[0], matched_synonym=matched, definition=definition,
-                   score=round(score, 4), obsolete=d.get("obsolete", ["0"])[0] == "1")

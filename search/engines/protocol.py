@@ -1,0 +1,81 @@
+"""The ``Engine`` and ``Build`` protocols: everything outside ``search/engines/`` reaches an engine through these.
+
+Write side: ``open_build`` returns a ``Build`` that papers (with their passages) are added to; ``publish`` makes it
+the live index atomically (a killed build leaves the previous one serving). Read side: paper and passage search
+from an ``EngineQuery``, paper fetch, a scan of every passage (the dense index embeds them), stats and whether an
+index exists. Ontology terms live in their own per-ontology index, replaced as a whole by ``write_terms`` and
+searched by ``search_terms`` as ``search.text.term_search`` defines it, identically in every engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+from search.core.models import (
+    IndexStats,
+    Paper,
+    PaperSearchResults,
+    Passage,
+    PassageSearchResults,
+    Reject,
+    Term,
+    TermHit,
+)
+from search.core.query import EngineQuery
+
+
+class Build(Protocol):
+    """An index version being written. Adds are upserts by pmcid, so re-adding after a resume is harmless."""
+
+    id: str
+    #: opaque resume state saved with the last commit (e.g. how many input records were consumed)
+    state: dict[str, Any]
+    #: papers the engine refused since the caller last cleared the list (one ``Reject`` naming the field each);
+    #: the caller records them as rejects and clears the list. Always empty where the engine refuses nothing.
+    failures: list[Reject]
+
+    def add(self, paper: Paper, passages: list[Passage]) -> None: ...
+    def commit(self, state: dict[str, Any]) -> None: ...
+    def count(self) -> int: ...
+
+    def publish(self, *, allow_shrink: bool = False) -> None:
+        """Make this build live, unless ``publish_refusal`` objects (``BuildRefused``; the build stays open)."""
+
+    def abort(self, *, discard: bool = False) -> None:
+        """Stop writing; keep the partial build for a resume, or remove it (``discard``) so it holds no disk."""
+
+
+class TermEngine(Protocol):
+    """The term side of an engine: what the term service needs."""
+
+    def write_terms(self, ontology: str, terms: Iterable[Term]) -> int:
+        """Replace the ontology's term index with ``terms`` (atomically); returns how many were indexed."""
+
+    def search_terms(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
+                     exclude_ids: set[str] | frozenset[str] = frozenset(),
+                     include_obsolete: bool = False) -> list[TermHit]:
+        """Terms best matching ``query`` (``search.text.term_search``); ``exclude_ids`` and other aspects never
+        come back, whatever ``limit`` is."""
+
+
+class Engine(TermEngine, Protocol):
+    name: str
+
+    def open_build(self, fingerprint: str, resume: bool = True) -> Build: ...
+
+    def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
+                      snippets: bool = True) -> PaperSearchResults: ...
+    def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
+                        snippets: bool = True) -> PassageSearchResults: ...
+    def get_paper(self, pmcid: str) -> Paper | None: ...
+
+    def scan_passages(self) -> Iterator[tuple[Passage, str]]:
+        """Every passage of the published build with its paper's title, in the same order on every call for one
+        build (the dense index embeds them and resumes by position). ``IndexMissing`` before the first publish."""
+
+    def has_index(self) -> bool:
+        """Whether the collection has a published build (health answers with it; no error when it has none)."""
+
+    def stats(self) -> IndexStats: ...
+    def close(self) -> None: ...
