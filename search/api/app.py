@@ -12,14 +12,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from search import __version__
-from search.api.deps import TraceMiddleware, load_lexicon, principal
+from search.api import builds, openapi, papers, sessions, terms
+from search.api.deps import principal
 from search.api.guard import InputGuard, error_response
+from search.api.middleware import TraceMiddleware
 from search.sessions.keys import RateLimiter
 from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.inputs import QUOTE_CHARS, clip
 from search.retrieval.service import SearchService
 from search.ontology.service import TermService
+from search.sessions.service import SessionService
 from search.sessions.store import open_store
 
 log = logging.getLogger("flysift.api")
@@ -77,9 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.search = SearchService(settings)
     app.state.builds = {}
-    # sessions, auth and traces (search.api.deps)
-    app.state.store = open_store(settings)
-    app.state.lexicon = load_lexicon(settings.lexicon, settings.data_dir)
+    # auth (search.api.deps) and traces (search.api.middleware); the session service comes with the term service
     app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
     app.add_middleware(TraceMiddleware)
     app.add_middleware(InputGuard)  # outermost: hostile bodies and URLs never reach the trace or a route
@@ -109,12 +110,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.exception("unhandled error")
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
 
-    from search.api import openapi, papers, sessions, terms
-
-    app.state.terms = TermService(settings.data_dir)
-    _shadowed_methods(app, [papers.router, sessions.router, terms.router])
-    app.include_router(papers.router)
-    app.include_router(sessions.router)
-    app.include_router(terms.router)
+    app.state.terms = TermService(settings.data_dir, engine=app.state.search.engine())  # the configured engine
+    app.state.sessions = SessionService(open_store(settings), settings, terms=app.state.terms)
+    routers = [papers.router, builds.router, sessions.router, terms.router]
+    _shadowed_methods(app, routers)
+    for router in routers:
+        app.include_router(router)
     openapi.install(app, settings)  # the served document declares the real errors, auth and bounds
     return app

@@ -1,18 +1,24 @@
-"""Request bodies of the REST API (responses are the domain models of ``search.core.models``)."""
+"""The API's own request and response models: what only the REST API sends or answers. What a route answers
+as is stays with its concept (papers and hits in ``search.core.models``, sessions in ``search.sessions.models``,
+terms in ``search.ontology.service``, the submission report in ``search.flyaoc.validation``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from search.core.models import Paper, Section
 from search.core.names import COLLECTION_PATTERN
 from search.core.query import Filters
-from search.sessions.models import MAX_GENE_REF_CHARS
+from search.flyaoc.validation import ValidationReport
+from search.sessions.models import MAX_GENE_REF_CHARS, MAX_NAME_CHARS, Session, Submission, TraceEvent
 
 #: papers one build request may carry (the body is also bounded in bytes: ``FLYSIFT_MAX_BODY_BYTES``)
 MAX_BUILD_PAPERS = 10_000
+#: names one registration may carry
+MAX_NAMES = 1_000
 
 
 class SearchRequest(BaseModel):
@@ -49,6 +55,44 @@ class BuildPapers(BaseModel):
 
     papers: list[PaperIn] = Field(max_length=MAX_BUILD_PAPERS)
 
+
+# ---- sessions ---------------------------------------------------------------------------------------------------
+
+class SessionList(BaseModel):
+    sessions: list[Session]
+    limit: int
+    offset: int
+
+
+class NamesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    names: list[Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]] = Field(
+        max_length=MAX_NAMES, description="Gene names the agent found (e.g. historical symbols); they expand "
+                                          "searches under the 'registered' synonym policy")
+
+
+class NamesResponse(BaseModel):
+    session_id: str
+    registered_names: list[str]
+
+
+class TraceResponse(BaseModel):
+    session_id: str
+    events: list[TraceEvent]
+
+
+class SubmissionResponse(ValidationReport):
+    session_id: str
+    submission_seq: int
+
+
+class SubmissionList(BaseModel):
+    session_id: str
+    submissions: list[Submission]
+
+
+# ---- errors -----------------------------------------------------------------------------------------------------
 
 class ErrorBody(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -27,7 +27,7 @@ from search.api.deps import PUBLIC_PATHS
 from search.api.models import ErrorResponse
 from search.sessions.keys import TEAM_NAME
 from search.core.config import Settings
-from search.ontology.service import ID_QUERY_RE  # the term service's rule for what a term id looks like
+from search.text.term_search import ID_QUERY_RE  # the term service's rule for what a term id looks like
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
 SECURITY_SCHEME = "HTTPBearer"

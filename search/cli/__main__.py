@@ -1,5 +1,5 @@
-"""``python -m search.cli.main``."""
+"""``python -m search.cli …``: the ``flysift`` command."""
 
-from search.cli.main.main import main
+from search.cli.main import main
 
 main()

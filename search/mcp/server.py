@@ -11,23 +11,21 @@ Tool results stay under what agent clients accept (Claude Code caps a result at 
 trimmed to :data:`MAX_RESULT_CHARS`.
 
 Run it with ``flysift mcp --api URL (--session ID | --gene G [--team T --max-papers N])`` over stdio (default) or
-streamable HTTP (``--transport http --port 8765``, endpoint ``/mcp``).
+streamable HTTP (``--transport http --port 8765``, endpoint ``/mcp``); the command is ``search.cli.mcp``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-import click
 from pydantic import Field
 
-from search.client import AsyncClient, Client, ClientError
+from search.client import AsyncClient, ClientError
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
-from search.ontology.hidden import hidden_query, spec_from_text
+from search.ontology.hidden import hidden_query
 from search.sessions.models import Session
 
 log = logging.getLogger("flysift.mcp")
@@ -306,59 +304,3 @@ def build_server(api: AsyncClient, session: Session):
     for name in SessionTools.TOOLS:
         server.add_tool(getattr(tools, name), name=name, structured_output=False)
     return server
-
-
-def bind_session(api: Client, session_id: str | None = None, gene: str | None = None, **create: Any) -> Session:
-    """The session the server serves: the one named, or a new one for ``gene`` (``create`` holds its options)."""
-    if session_id:
-        return api.get_session(session_id)
-    if gene:
-        return api.create_session(gene, **create)
-    raise click.UsageError("Give --session ID (or FLYSIFT_SESSION_ID), or --gene to create a session.")
-
-
-@click.command("mcp")
-@click.option("--api", "api_url", envvar="FLYSIFT_API_URL", default="http://127.0.0.1:8000", show_default=True,
-              help="flysift REST API base URL (env FLYSIFT_API_URL)")
-@click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None, help="API key (env FLYSIFT_API_KEY)")
-@click.option("--session", "session_id", envvar="FLYSIFT_SESSION_ID", default=None,
-              help="Serve this existing session (env FLYSIFT_SESSION_ID)")
-@click.option("--gene", envvar="FLYSIFT_GENE", default=None, help="Create a session for this gene (FBgn id or symbol)")
-@click.option("--team", envvar="FLYSIFT_TEAM", default=None, help="Team of the new session")
-@click.option("--max-papers", type=int, envvar="FLYSIFT_MAX_PAPERS", default=None, help="Reading budget (default 16)")
-@click.option("--budget-policy", type=click.Choice(["distinct", "flyaoc"]), default=None,
-              help="distinct: one unit per distinct paper; flyaoc: one per get_paper_text call")
-@click.option("--synonym-policy", type=click.Choice(["none", "snapshot", "registered", "full"]), default=None)
-@click.option("--hidden", default=None, help="Hide GO terms: 'flyaoc' (FlyAOC's 120 ids) and/or comma-separated ids")
-@click.option("--hidden-descendants", is_flag=True, help="Also hide the descendants of the hidden ids")
-@click.option("--label", default=None, help="Free-text label of the new session (harness, run)")
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP transport: bind address")
-@click.option("--port", type=int, default=8765, show_default=True, help="HTTP transport: port (endpoint /mcp)")
-def mcp(api_url: str, api_key: str | None, session_id: str | None, gene: str | None, team: str | None,
-        max_papers: int | None, budget_policy: str | None, synonym_policy: str | None, hidden: str | None,
-        hidden_descendants: bool, label: str | None, transport: str, host: str, port: int) -> None:
-    """Serve FlyAOC's tools over MCP for one session (stdio by default)."""
-    try:
-        hidden_terms = spec_from_text(hidden, hidden_descendants)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--hidden") from None
-    try:
-        with Client(api_url, api_key=api_key) as sync_api:
-            session = bind_session(sync_api, session_id, gene, team=team, max_papers=max_papers,
-                                   budget_policy=budget_policy, synonym_policy=synonym_policy,
-                                   hidden_terms=hidden_terms, label=label)
-    except ClientError as exc:
-        raise click.ClickException(f"[{exc.code}] {exc.message}") from None
-    print(f"flysift mcp: session {session.id} (gene {session.gene.symbol}, budget {session.max_papers}) via "
-          f"{api_url}", file=sys.stderr)
-    api = AsyncClient(api_url, api_key=api_key, session_id=session.id)
-    server = build_server(api, session)
-    if transport == "stdio":
-        server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    mcp()

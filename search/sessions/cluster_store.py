@@ -21,11 +21,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from search.sessions.keys import ApiKey
-from search.engines.cluster.engine import ClusterRequestError, Transport
+from search.engines.cluster.transport import ClusterRequestError, Transport
 from search.core.errors import NotFound, Unavailable
-from search.sessions.models import (RESERVATION_TTL_S, ReadCharge, Reservation, Session, Submission, TraceEvent,
-                             commit_decision, require_open, reserve_decision)
-from search.sessions.store import Conflict, session_not_found
+from search.sessions.models import (RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, Session, Submission,
+                                    TraceEvent, session_not_found)
+from search.sessions.policy import commit_decision, require_open, reserve_decision
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 200

@@ -3,8 +3,8 @@
 ``SessionStore`` is the protocol; ``SqliteStore`` (``<data_dir>/sessions.sqlite``, WAL) serves one machine, any
 number of API processes included: a read's unit is reserved inside one ``BEGIN IMMEDIATE`` transaction (SQLite's
 writer lock, shared by every process that opens the file), so two concurrent reads for the last unit cannot both
-win, and spent in the transaction that appends the call's trace event (see ``search.sessions.models``: at most once,
-never for nothing).
+win, and spent in the transaction that appends the call's trace event (see ``search.sessions.policy``: at most
+once, never for nothing).
 ``search.sessions.cluster_store.ClusterStore`` is the shared store for several machines. ``open_store`` picks one.
 """
 
@@ -20,17 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-
-from search.sessions.keys import ApiKey
 from search.core.config import Settings
-from search.core.errors import FlysiftError, NotFound
-from search.sessions.models import (RESERVATION_TTL_S, ReadCharge, Reservation, Session, Submission, TraceEvent,
-                             commit_decision, require_open, reserve_decision)
-
-
-class Conflict(FlysiftError):
-    status = 409
-    code = "conflict"
+from search.core.errors import NotFound
+from search.sessions.keys import ApiKey
+from search.sessions.models import (RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, Session, Submission,
+                                    TraceEvent, session_not_found)
+from search.sessions.policy import commit_decision, require_open, reserve_decision
 
 
 class SessionStore(Protocol):
@@ -57,11 +52,6 @@ class SessionStore(Protocol):
     def add_submission(self, session_id: str, submission: Submission) -> int: ...
     def submissions(self, session_id: str) -> list[Submission]: ...
     def close(self) -> None: ...
-
-
-def session_not_found(session_id: str) -> NotFound:
-    return NotFound(f"Session {session_id} not found; create one with POST /v1/sessions and pass its id in the "
-                    "X-Session-Id header.", code="session_not_found", details={"session_id": session_id})
 
 
 def open_store(settings: Settings) -> SessionStore:

@@ -254,10 +254,10 @@ def test_eval_ir_dense_and_hybrid_through_api(live_server, tmp_path):
 
 @needs_dense
 def test_api_build_refuses_large_collections(live_server, monkeypatch):
-    import search.api.papers as papers_api
+    import search.api.builds as builds_api
     from search.client import Client, InvalidRequestError
 
-    monkeypatch.setattr(papers_api, "API_DENSE_MAX_PASSAGES", 3)
+    monkeypatch.setattr(builds_api, "API_DENSE_MAX_PASSAGES", 3)
     with Client(live_server.url) as client:
         with pytest.raises(InvalidRequestError) as e:
             client.build_dense("default")

@@ -157,8 +157,8 @@ class Served:
         self.headers: dict[str, str] = {}
         if auth:
             key, record = new_key("fuzzers", ["agent", "admin"], "schemathesis")
-            app.state.store.create_team("fuzzers")
-            app.state.store.add_key(record)
+            app.state.sessions.store.create_team("fuzzers")
+            app.state.sessions.store.add_key(record)
             self.headers = {"Authorization": f"Bearer {key}"}
         self.server = LiveServer(app).__enter__()
         self.url = self.server.url

@@ -160,7 +160,7 @@ class DiesWhileRecording(SqliteStore):
 def test_a_read_whose_answer_is_never_recorded_is_not_charged(tmp_path, policy):
     d = _data(tmp_path)
     app = create_app(Settings(data_dir=d))
-    app.state.store = DiesWhileRecording(d / "sessions.sqlite")
+    app.state.sessions.store = DiesWhileRecording(d / "sessions.sqlite")
     with LiveServer(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         sid = _session(c, max_papers=1, policy=policy)
         with pytest.raises(httpx.HTTPError):  # the answer never leaves the dying call
