@@ -313,8 +313,9 @@ class ReplayBackend:
         recorded = queue.popleft()
         for key in CONVERSATION_KEYS:
             if recorded["request"].get(key) != request.get(key):
+                where = _first_difference(recorded["request"].get(key), request.get(key))
                 raise ReplayDivergence(f"replay: {stream!r} turn {recorded.get('turn')}: {key} differs from the "
-                                       f"recording ({_first_difference(recorded['request'].get(key), request.get(key))})")
+                                       f"recording ({where})")
         return recorded["response"], list(recorded.get("retries") or [])
 
     def leftover(self) -> dict[str, int]:

@@ -10,9 +10,22 @@ import time
 import pytest
 from fake_openai import FakeOpenAI, Reply, completion, error_body
 
-from curation.llm import (LLM, LimitReached, LLMError, ModelConfig, OpenAIBackend, PriceTable, ReplayBackend,
-                          ReplayDivergence, assistant_turn, openai_tools, parse_json_object, read_transcript,
-                          retry_after, write_transcript)
+from curation.llm import (
+    LLM,
+    LimitReached,
+    LLMError,
+    ModelConfig,
+    OpenAIBackend,
+    PriceTable,
+    ReplayBackend,
+    ReplayDivergence,
+    assistant_turn,
+    openai_tools,
+    parse_json_object,
+    read_transcript,
+    retry_after,
+    write_transcript,
+)
 
 KEY_ENV = "FLYSIFT_TEST_LLM_KEY"
 SECRET = "sk-test-do-not-record-0123456789"
