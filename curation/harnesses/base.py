@@ -234,7 +234,7 @@ class Harness:
     def _usage(client: Client, session_id: str, llm: LLM) -> dict[str, Any]:
         usage = {**empty_usage(), **{k: v for k, v in llm.usage.items() if k != "priced"}}
         usage["cost_usd"] = llm.cost_usd
-        usage["turns"] = llm.calls_by_stream.get("agent", 0)
+        usage["turns"] = sum(n for s, n in llm.calls_by_stream.items() if s == "agent" or s.startswith("agent:"))
         try:
             usage["papers_read"] = client.get_session(session_id).budget_used
         except ClientError:

@@ -2,8 +2,8 @@
 
 No agentic choice: the gene's papers are searched once (``search_corpus`` with the gene's names), the top ones are
 read until the budget is spent (papers with the gene in the title first, then by score), the model extracts
-plain-language findings from each paper (one call per paper, concurrently), each finding is resolved to the top hit
-of the term search, and the deduplicated result is submitted. Every model call is a turn.
+plain-language findings from each paper (one call per paper, concurrently, each its own stream), each finding is
+resolved to the top hit of the term search, and the deduplicated result is submitted. Every model call is a turn.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Pipeline(Harness):
                            + [f"{name}:\n" + "\n".join(paras) for name, paras in (page.get("sections") or {}).items()])
         messages = [{"role": "system", "content": prompts.EXTRACT_SYSTEM},
                     {"role": "user", "content": prompts.extract_prompt(ctx.task, pmcid, text[:limit])}]
-        message = await ctx.llm.chat(ctx.config, "agent", messages)
+        message = await ctx.llm.chat(ctx.config, f"agent:extract:{pmcid}", messages)
         return {"pmcid": pmcid, **(parse_json_object(message.get("content")) or {})}
 
     async def _compile(self, ctx: RunContext, tools: Any, found: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, completion
+from fake_openai import FakeOpenAI, Reply, completion
 
 from curation.agent import USAGE_KEYS, GeneTask, make_agent
 from curation.harnesses import prompts
@@ -233,7 +233,10 @@ def test_pipeline_and_memorization(service, gene, tmp_path):
     assert [e["anatomy_id"] for e in out["task2_expression"]] == ["FBbt:00004508"]
     assert out["task3_synonyms"] == {"fullname_synonyms": ["extra growth factor"], "symbol_synonyms": ["XG-1"]}
     assert piped.usage["papers_read"] == 2 and piped.usage["model_calls"] == 2
-    assert {e["stream"] for e in piped.transcript} == {"agent"}
+    with Client(service.url) as client:
+        read = client.get_session(piped.session_id).papers_read
+    assert sorted(e["stream"] for e in piped.transcript) == sorted(f"agent:extract:{p}" for p in read)
+    assert piped.usage["turns"] == 2
 
     assert remembered.error is None, remembered.error
     assert remembered.output == _prediction(gene.id, gene.symbol)
@@ -258,3 +261,18 @@ def test_turn_limit_and_flyaoc_parity_rule(service, gene):
     assert kept.usage["turns"] == 6
     assert strict.error.startswith("turns_limit") and strict.output is None  # FlyAOC: a limit hit means no output
     assert "get_budget" not in parity_tools and "search_passages" not in parity_tools
+
+
+def test_cost_and_time_limits_per_gene(service, gene):
+    """A gene's cost cap refuses the next model call once reached; its time limit ends a run stuck on a slow model."""
+    def slow(body: dict[str, Any], n: int):
+        return Reply(scripted(body, n), delay_s=3.0) if n >= 1 else scripted(body, n)
+
+    with FakeOpenAI(scripted) as fake:
+        capped = record(service, fake, "single", GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2,
+                                                          max_cost_usd=1e-4))
+    assert capped.error.startswith("cost_limit") and capped.usage["turns"] == 2  # 2 x $0.000065 >= $0.0001
+    with FakeOpenAI(slow) as fake:
+        late = record(service, fake, "single", GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2,
+                                                        timeout_s=1.0), max_retries=0)
+    assert late.error.startswith("timeout_limit") and late.output is None and late.usage["turns"] == 1
