@@ -10,6 +10,7 @@ parity rule, and the run-record shape.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from fake_openai import FakeOpenAI, Reply, completion
 
 from curation.agent import USAGE_KEYS, GeneTask, make_agent
 from curation.harnesses import prompts
-from curation.llm import write_transcript
+from curation.llm import read_transcript, write_transcript
 from indexer.synthetic import SyntheticConfig, answer_key, bundled_genes, generate
 from search.client import Client
 from search.core.config import Settings
@@ -276,3 +277,23 @@ def test_cost_and_time_limits_per_gene(service, gene):
         late = record(service, fake, "single", GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2,
                                                         timeout_s=1.0), max_retries=0)
     assert late.error.startswith("timeout_limit") and late.output is None and late.usage["turns"] == 1
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("agent", ["single", "multi"])
+def test_real_small_model(service, gene, agent, tmp_path):
+    """Opt-in, outside CI: the plumbing with a real model server (e.g. llama.cpp's server with Gemma 3 270M, see
+    docs/curation.md). A tiny model curates badly; what must hold is a clean run: turns taken, a replayable record."""
+    url = os.environ.get("FLYSIFT_TEST_LLM_URL")
+    if not url:
+        pytest.skip("set FLYSIFT_TEST_LLM_URL (and FLYSIFT_TEST_LLM_MODEL) to a Chat Completions server")
+    task = GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2, max_turns=8, timeout_s=600)
+    with Client(service.url) as client:
+        result = make_agent(agent, {"model": os.environ.get("FLYSIFT_TEST_LLM_MODEL", "local"), "base_url": url,
+                                    "api_key_env": "FLYSIFT_TEST_LLM_KEY", "seed": 0, "temperature": 0.0,
+                                    "call_timeout_s": 300}).run(task, client)
+    assert result.usage["turns"] >= 1 and result.transcript, result.error
+    assert result.error is None or result.error.startswith(("turns_limit", "LLMError")), result.error
+    path = tmp_path / "t.jsonl"
+    write_transcript(path, result.transcript)
+    assert read_transcript(path) == json.loads(json.dumps(result.transcript))
