@@ -14,19 +14,8 @@ from pathlib import Path
 
 import click
 
-from search.core.config import Settings
+from search.cli.options import data_dir_option, print_table, settings_for
 from search.core.errors import FlysiftError
-
-data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), envvar="FLYSIFT_DATA_DIR",
-                               default=None, help="Index directory (env FLYSIFT_DATA_DIR; default ./data)")
-
-
-def settings_for(data_dir: Path | None, **overrides) -> Settings:
-    """Settings from the environment, with the command's options on top."""
-    if data_dir is not None:
-        overrides["data_dir"] = data_dir
-    return Settings(**overrides)
-
 
 class _Group(click.Group):
     """Loads the entry-point commands lazily and prints FlysiftErrors as one readable line."""
@@ -76,18 +65,6 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
                 workers=workers, log_level="warning")
 
 
-def _print_table(rows: list[dict], columns: list[tuple[str, str, int]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(show_lines=False)
-    for title, _, width in columns:
-        table.add_column(title, max_width=width, overflow="fold")
-    for row in rows:
-        table.add_row(*[str(row.get(key, "")) for _, key, _ in columns])
-    Console().print(table)
-
-
 @main.command()
 @click.argument("query")
 @data_dir_option
@@ -115,8 +92,8 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
     rows = [{"rank": offset + i + 1, "pmcid": h.pmcid, "score": f"{h.score:.2f}", "year": h.year or "",
              "title": h.title, "snippet": h.snippets[0].text if h.snippets else h.abstract[:120]}
             for i, h in enumerate(res.hits)]
-    _print_table(rows, [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
-                        ("title", "title", 50), ("best snippet", "snippet", 70)])
+    print_table(rows, [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
+                       ("title", "title", 50), ("best snippet", "snippet", 70)])
 
 
 @main.command()
@@ -135,7 +112,7 @@ def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_
         return
     rows = [{"id": h.passage_id, "section": h.section_type, "score": f"{h.score:.2f}",
              "text": h.snippet.text if h.snippet else h.text[:200]} for h in res.hits]
-    _print_table(rows, [("passage", "id", 22), ("section", "section", 9), ("score", "score", 7), ("text", "text", 100)])
+    print_table(rows, [("passage", "id", 22), ("section", "section", 9), ("score", "score", 7), ("text", "text", 100)])
 
 
 @main.command()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from search.cli.main import _print_table, data_dir_option, settings_for
+from search.cli.options import data_dir_option, print_table, settings_for
 
 
 @click.command("terms")
@@ -35,8 +35,8 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
         if as_json:
             click.echo(json.dumps([r.model_dump() for r in found], indent=2))
             return
-        _print_table([r.model_dump() for r in found],
-                     [("id", "id", 14), ("name", "name", 50), ("matched label", "matched", 50), ("score", "score", 7)])
+        print_table([r.model_dump() for r in found],
+                    [("id", "id", 14), ("name", "name", 50), ("matched label", "matched", 50), ("score", "score", 7)])
         return
     res = svc.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden, hidden_descendants=hidden_descendants)
     if as_json:
@@ -44,6 +44,6 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
         return
     rows = [{**h.model_dump(), "score": f"{h.score:.2f}", "matched_synonym": h.matched_synonym or "",
              "aspect": h.aspect or "", "obsolete": "obsolete" if h.obsolete else ""} for h in res.hits]
-    _print_table(rows, [("id", "id", 14), ("asp", "aspect", 3), ("name", "name", 45),
-                        ("matched synonym", "matched_synonym", 30), ("score", "score", 7),
-                        ("definition", "definition", 60), ("", "obsolete", 8)])
+    print_table(rows, [("id", "id", 14), ("asp", "aspect", 3), ("name", "name", 45),
+                       ("matched synonym", "matched_synonym", 30), ("score", "score", 7),
+                       ("definition", "definition", 60), ("", "obsolete", 8)])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 #: Section types, as in PMC's BioC output (the names FlyAOC's tools use). ``OTHER`` holds what maps to none.
 SECTION_TYPES: tuple[str, ...] = (
@@ -141,19 +141,6 @@ class PaperText(BaseModel):
     sections: list[Section]
     next_cursor: str | None = None
     total_chars: int = 0
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-class ErrorResponse(BaseModel):
-    """The one error shape of every endpoint: ``{"error": {"code", "message", "details"}}``."""
-
-    model_config = ConfigDict(json_schema_extra={"example": {"error": {"code": "not_found", "message": "Paper PMC1 not found", "details": {}}}})
-    error: ErrorDetail
 
 
 class IndexStats(BaseModel):

@@ -1,0 +1,33 @@
+"""What every ``flysift`` command shares: the ``--data-dir`` option, settings from the environment, a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from search.core.config import Settings
+
+data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), envvar="FLYSIFT_DATA_DIR",
+                               default=None, help="Index directory (env FLYSIFT_DATA_DIR; default ./data)")
+
+
+def settings_for(data_dir: Path | None, **overrides: Any) -> Settings:
+    """Settings from the environment, with the command's options on top."""
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    return Settings(**overrides)
+
+
+def print_table(rows: list[dict], columns: list[tuple[str, str, int]]) -> None:
+    """``rows`` as a table of ``columns`` (title, key, max width); rich is imported only when a table is printed."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_lines=False)
+    for title, _, width in columns:
+        table.add_column(title, max_width=width, overflow="fold")
+    for row in rows:
+        table.add_row(*[str(row.get(key, "")) for _, key, _ in columns])
+    Console().print(table)
