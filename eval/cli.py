@@ -96,7 +96,8 @@ def flyaoc_cmd(ground_truth: Path, predictions: Path, go_obo: Path, fbbt_obo: Pa
               required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels.tsv")
 @click.option("--mode", "modes", type=click.Choice(("bm25", "dense", "hybrid")), multiple=True, default=("bm25",),
               show_default=True, help="Retrieval mode; repeat to compare runs with paired tests")
-@click.option("--baseline-run", "baselines", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--baseline-run", "baselines", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An extra TREC run file to score and compare (name = file stem)")
 @click.option("--url", envvar="FLYSIFT_URL", default="http://127.0.0.1:8000", show_default=True,
               help="Service base URL (env FLYSIFT_URL)")

@@ -2,55 +2,52 @@
 
 Two modes: ``parity`` (default; FlyAOC's denominators, defects included, so published numbers compare) and
 ``corrected`` (§4.10: unique-id denominators, no null anatomy member, missing genes count as failures).
-Similarity is injected (a callable ``sim(a, b) -> float``, e.g. ``search.ontology.model.WangSimilarity(...).sim``) so the
-metric code never re-implements Wang. Bad prediction files never abort a run: problems are collected per gene as
-``Issue`` records and the gene scores zero where its file is unusable.
+Similarity is injected (a callable ``sim(a, b) -> float``, e.g. ``search.ontology.model.WangSimilarity(...).sim``) so
+the metric code never re-implements Wang. Bad prediction files never abort a run: problems are collected per gene as
+``PredictionIssue`` records and the gene scores zero where its file is unusable. The ground truth and the predictions
+are read by ``search.flyaoc`` (``groundtruth``, ``predictions``), the one home of FlyAOC's file rules.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from search.core.errors import InputError
-
-from eval.jsonl import read_jsonl
+from search.flyaoc import groundtruth
+from search.flyaoc.groundtruth import GeneRecord
+from search.flyaoc.predictions import (
+    SCORED_K,
+    TASK_KEYS,
+    TASKS,
+    GenePrediction,
+    Known,
+    PredictionIssue,
+    load_predictions,
+    normalize_synonym,
+    parse_prediction,
+)
 
 Similarity = Callable[[str, str], float]
-Known = Callable[[str], bool]
+#: what eval's callers import from here; the parsing of predictions lives in search.flyaoc.predictions
+__all__ = ["DEFAULT_K", "HEADLINE_K", "MODES", "SEMANTIC_TASKS", "TASKS", "TASK_KEYS", "Evaluation",
+           "GenePrediction", "GeneTruth", "Known", "PredictionIssue", "Scorer", "TaskScore", "aggregate_task",
+           "bootstrap", "evaluate", "gene_truth", "load_ground_truth", "load_predictions", "normalize_synonym",
+           "parse_prediction"]
 
 #: FlyAOC's k list plus 30 (the paper's GO@30), §4.1.
 DEFAULT_K: tuple[int, ...] = (1, 3, 5, 10, 20, 30, 50)
-#: The paper's headline cutoff per task (§4.7); overridable.
-HEADLINE_K: dict[str, int] = {"go": 30, "anatomy": 10, "synonyms": 20}
-#: Scored tasks. ``synonyms`` is the combined list (the headline); fullname and symbol are reported too.
-TASKS: tuple[str, ...] = ("go", "anatomy", "synonyms", "synonyms_fullname", "synonyms_symbol")
+#: The paper's headline cutoff per task (§4.7; the validator's SCORED_K); overridable.
+HEADLINE_K: dict[str, int] = SCORED_K
 SEMANTIC_TASKS = frozenset({"go", "anatomy"})
 MODES = ("parity", "corrected")
-TASK_KEYS = ("task1_function", "task2_expression", "task3_synonyms")
-
-_ID_FORMAT = {"go": re.compile(r"^GO:\d{7}$"), "anatomy": re.compile(r"^FBbt:\d{8}$"),
-              "stage": re.compile(r"^FBdv:\d{8}$")}
-_PMCID = re.compile(r"^PMC\d+$")
-
-
-def normalize_synonym(s: str) -> str:
-    """§4.2: strip and lower-case, nothing else (FlyAOC folds no hyphens, spaces or Greek letters)."""
-    return s.strip().lower()
-
-
-def _first_occurrences(items: Iterable[Any]) -> list[Any]:
-    return list(dict.fromkeys(items))
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Ground truth
+# Ground truth (read by search.flyaoc.groundtruth; here the scored sets)
 # ---------------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -69,61 +66,19 @@ class GeneTruth:
     cited_pmcids: frozenset[str]
 
 
-def _require(obj: Mapping, key: str, kind: type | tuple[type, ...], source: str, record: int, where: str) -> Any:
-    if not isinstance(obj, Mapping) or key not in obj:
-        raise InputError(f"missing field {where}.{key}", source=source, record=record, field=f"{where}.{key}")
-    value = obj[key]
-    if not isinstance(value, kind):
-        raise InputError(f"{where}.{key} has type {type(value).__name__}", source=source, record=record,
-                         field=f"{where}.{key}")
-    return value
-
-
-def _gene_truth(obj: Any, source: str, record: int) -> GeneTruth:
-    if not isinstance(obj, dict):
-        raise InputError("record is not a JSON object", source=source, record=record)
-    gene_id = _require(obj, "gene_id", str, source, record, "gene")
-    symbol = _require(obj, "gene_symbol", str, source, record, "gene")
-    go_rows = _require(obj, "task1_function", list, source, record, "gene")
-    ex_rows = _require(obj, "task2_expression", list, source, record, "gene")
-    syn = _require(obj, "task3_synonyms", dict, source, record, "gene")
-
-    go_in, go_all, cited = [], [], set()
-    for i, row in enumerate(go_rows):
-        where = f"task1_function[{i}]"
-        go_id = _require(row, "go_id", str, source, record, where)
-        if _require(row, "in_corpus", bool, source, record, where):
-            go_in.append(go_id)
-            if isinstance(row.get("pmcid"), str):
-                cited.add(row["pmcid"])
-        go_all.append(go_id)
-
-    an_in, an_all, tuples, ex_in = [], [], set(), 0
-    for i, row in enumerate(ex_rows):
-        where = f"task2_expression[{i}]"
-        anatomy = _require(row, "anatomy_id", (str, type(None)), source, record, where)
-        if anatomy:
-            an_all.append(anatomy)
-        if _require(row, "in_corpus", bool, source, record, where):
-            ex_in += 1
-            an_in.append(anatomy or None)
-            if anatomy:
-                tuples.add((anatomy, row.get("stage_start_id"), row.get("stage_end_id")))
-            if isinstance(row.get("pmcid"), str):
-                cited.add(row["pmcid"])
-
-    names: dict[str, tuple[list[str], list[str], int]] = {}
-    for key, task in (("fullname_synonyms", "synonyms_fullname"), ("symbol_synonyms", "synonyms_symbol")):
-        entries = _require(syn, key, list, source, record, "task3_synonyms")
-        in_corpus, every = [], []
-        for i, entry in enumerate(entries):
-            where = f"task3_synonyms.{key}[{i}]"
-            text = normalize_synonym(_require(entry, "synonym", str, source, record, where))
-            if _require(entry, "in_corpus", bool, source, record, where):
-                in_corpus.append(text)
-            every.append(text)
-        names[task] = (in_corpus, every, len(in_corpus))
-
+def gene_truth(gene: GeneRecord) -> GeneTruth:
+    """The scored sets of one ground-truth gene."""
+    go_in = [r.go_id for r in gene.go if r.in_corpus]
+    go_all = [r.go_id for r in gene.go]
+    an_all = [r.anatomy_id for r in gene.expression if r.anatomy_id]
+    in_corpus = [r for r in gene.expression if r.in_corpus]
+    an_in = [r.anatomy_id or None for r in in_corpus]
+    tuples = {(r.anatomy_id, r.stage_start_id, r.stage_end_id) for r in in_corpus if r.anatomy_id}
+    names = {}
+    for task, entries in (("synonyms_fullname", gene.fullname_synonyms), ("synonyms_symbol", gene.symbol_synonyms)):
+        every = [normalize_synonym(e.synonym) for e in entries]
+        in_corpus_names = [normalize_synonym(e.synonym) for e in entries if e.in_corpus]
+        names[task] = (in_corpus_names, every)
     fn, sy = names["synonyms_fullname"], names["synonyms_symbol"]
     sets = {"go": frozenset(go_in), "anatomy": frozenset(an_in), "synonyms_fullname": frozenset(fn[0]),
             "synonyms_symbol": frozenset(sy[0])}
@@ -132,238 +87,15 @@ def _gene_truth(obj: Any, source: str, record: int) -> GeneTruth:
                 "synonyms_symbol": frozenset(sy[1])}
     sets_all["synonyms"] = sets_all["synonyms_fullname"] | sets_all["synonyms_symbol"]
     # Row counts for failed genes (§4.6); combined synonyms: FlyAOC gives a failed gene no denominator at all.
-    rows = {"go": len(go_in), "anatomy": ex_in, "synonyms_fullname": fn[2], "synonyms_symbol": sy[2],
-            "synonyms": 0}
-    return GeneTruth(gene_id, symbol, sets, sets_all, rows, frozenset(tuples), frozenset(cited))
+    rows = {"go": len(go_in), "anatomy": len(in_corpus), "synonyms_fullname": len(fn[0]),
+            "synonyms_symbol": len(sy[0]), "synonyms": 0}
+    return GeneTruth(gene.gene_id, gene.gene_symbol, sets, sets_all, rows, frozenset(tuples),
+                     frozenset(gene.cited_pmcids))
 
 
 def load_ground_truth(path: str | Path) -> dict[str, GeneTruth]:
     """Read a FlyAOC ground-truth JSONL file (one gene per line), keeping file order."""
-    path = Path(path)
-    genes: dict[str, GeneTruth] = {}
-    for n, obj in read_jsonl(path):
-        gene = _gene_truth(obj, str(path), n)
-        if gene.gene_id in genes:
-            raise InputError(f"duplicate gene {gene.gene_id}", source=str(path), record=n, field="gene_id")
-        genes[gene.gene_id] = gene
-    if not genes:
-        raise InputError("ground truth holds no genes", source=str(path))
-    return genes
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Predictions
-# ---------------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Issue:
-    """A problem with one prediction file: ``error`` = the file (or a whole task) is unusable, ``warning`` = an item
-    was skipped or looks wrong but scoring went on as FlyAOC's evaluator would."""
-
-    gene_id: str
-    file: str | None
-    severity: str
-    where: str
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"gene_id": self.gene_id, "file": self.file, "severity": self.severity, "where": self.where,
-                "message": self.message}
-
-
-@dataclass
-class GenePrediction:
-    """One gene's ranked lists (§4.3) and what was wrong with its file. ``status``: ``ok``; ``failed`` (run record
-    with ``output: null``); ``invalid`` (file unusable, scored as failed); ``missing`` (no file: skipped in parity
-    mode, failed with --missing-as-failed or in corrected mode)."""
-
-    gene_id: str
-    status: str
-    file: str | None = None
-    lists: dict[str, list[str]] = field(default_factory=lambda: {t: [] for t in TASKS})
-    #: number of expression records (FlyAOC's anatomy semantic-precision denominator in parity mode)
-    expression_records: int = 0
-    #: distinct (anatomy_id, stage_id) pairs of records with an anatomy, in rank order
-    stage_pairs: list[tuple[str, str | None]] = field(default_factory=list)
-    #: PMCIDs named in evidence fields (reference coverage from predictions)
-    evidence_pmcids: set[str] = field(default_factory=set)
-    issues: list[Issue] = field(default_factory=list)
-
-    @property
-    def scored_as_failure(self) -> bool:
-        return self.status in ("failed", "invalid", "missing")
-
-
-class _Parser:
-    """Turns one file's JSON into a GenePrediction, recording every problem instead of raising."""
-
-    def __init__(self, gene_id: str, file: str | None, known: Mapping[str, Known | None]):
-        self.pred = GenePrediction(gene_id=gene_id, status="ok", file=file)
-        self.known = known
-
-    def issue(self, severity: str, where: str, message: str) -> None:
-        self.pred.issues.append(Issue(self.pred.gene_id, self.pred.file, severity, where, message))
-
-    def unusable(self, where: str, message: str) -> GenePrediction:
-        self.pred.status = "invalid"
-        self.issue("error", where, message + "; gene scored as zero")
-        return self.pred
-
-    def check_id(self, kind: str, value: str, where: str) -> None:
-        if not _ID_FORMAT[kind].match(value):
-            self.issue("warning", where, f"{value!r} is not a well-formed {kind} id")
-            return
-        known = self.known.get(kind)
-        if known is not None and not known(value):
-            self.issue("warning", where, f"{value} is not a live term of the {kind} ontology (no semantic credit)")
-
-    def items(self, obj: dict, key: str, where: str = "") -> list:
-        where = where or key
-        if key not in obj:
-            self.issue("warning", where, "missing; scored as empty")
-            return []
-        value = obj[key]
-        if not isinstance(value, list):
-            self.issue("error", where, f"expected a list, got {type(value).__name__}; scored as empty")
-            return []
-        return value
-
-    def evidence(self, item: dict, where: str) -> None:
-        ev = item.get("evidence")
-        if ev is None:
-            return
-        if not isinstance(ev, dict):
-            self.issue("warning", f"{where}.evidence", "not an object; ignored")
-            return
-        pmcid = ev.get("pmcid")
-        if isinstance(pmcid, str) and _PMCID.match(pmcid):
-            self.pred.evidence_pmcids.add(pmcid)
-        elif pmcid is not None:
-            self.issue("warning", f"{where}.evidence.pmcid", f"{pmcid!r} is not a PMCID; ignored")
-
-    def parse(self, data: Any) -> GenePrediction:
-        if isinstance(data, dict) and "output" in data:  # a run record (§3.2)
-            if data["output"] is None:
-                self.pred.status = "failed"
-                err = data.get("error")
-                self.issue("error", "output", f"run failed (output is null){': ' + str(err) if err else ''}")
-                return self.pred
-            data = data["output"]
-        if not isinstance(data, dict):
-            return self.unusable("", f"expected a prediction object, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(TASK_KEYS) - {"gene_id", "gene_symbol"})
-        for key in unknown:
-            self.issue("warning", key, f"unknown key (tasks are {', '.join(TASK_KEYS)})")
-        gid = data.get("gene_id")
-        if gid is not None and gid != self.pred.gene_id:
-            self.issue("warning", "gene_id", f"{gid!r} differs from the file's gene {self.pred.gene_id}")
-        self.go(self.items(data, "task1_function"))
-        self.expression(self.items(data, "task2_expression"))
-        self.synonyms(data)
-        return self.pred
-
-    def go(self, items: list) -> None:
-        ids = []
-        for i, item in enumerate(items):
-            where = f"task1_function[{i}]"
-            if not isinstance(item, dict):
-                self.issue("warning", where, "not an object; skipped")
-                continue
-            go_id = item.get("go_id")
-            if go_id is None or go_id == "":
-                if "description" not in item:
-                    self.issue("warning", where, "no go_id; skipped")
-                continue  # description items score nothing without resolution (§4.9)
-            if not isinstance(go_id, str):
-                self.issue("warning", f"{where}.go_id", f"not a string ({go_id!r}); skipped")
-                continue
-            self.check_id("go", go_id, f"{where}.go_id")
-            self.evidence(item, where)
-            ids.append(go_id)
-        self.pred.lists["go"] = _first_occurrences(ids)
-
-    def expression(self, items: list) -> None:
-        ids, pairs, records = [], [], 0
-        for i, item in enumerate(items):
-            where = f"task2_expression[{i}]"
-            if not isinstance(item, dict):
-                self.issue("warning", where, "not an object; skipped")
-                continue
-            records += 1
-            anatomy, stage = item.get("anatomy_id"), item.get("stage_id")
-            if stage is not None and not isinstance(stage, str):
-                self.issue("warning", f"{where}.stage_id", f"not a string ({stage!r}); ignored")
-                stage = None
-            elif stage:
-                self.check_id("stage", stage, f"{where}.stage_id")
-            self.evidence(item, where)
-            if anatomy is None or anatomy == "":
-                continue
-            if not isinstance(anatomy, str):
-                self.issue("warning", f"{where}.anatomy_id", f"not a string ({anatomy!r}); skipped")
-                continue
-            self.check_id("anatomy", anatomy, f"{where}.anatomy_id")
-            ids.append(anatomy)
-            pairs.append((anatomy, stage or None))
-        self.pred.lists["anatomy"] = _first_occurrences(ids)
-        self.pred.stage_pairs = _first_occurrences(pairs)
-        self.pred.expression_records = records
-
-    def synonyms(self, data: dict) -> None:
-        if "task3_synonyms" not in data:
-            self.issue("warning", "task3_synonyms", "missing; scored as empty")
-            return
-        syn = data["task3_synonyms"]
-        if not isinstance(syn, dict):
-            self.issue("error", "task3_synonyms", f"expected an object, got {type(syn).__name__}; task scored as zero")
-            return
-        for key in sorted(set(syn) - {"fullname_synonyms", "symbol_synonyms"}):
-            self.issue("warning", f"task3_synonyms.{key}", "unknown key; ignored")
-        for key, task in (("fullname_synonyms", "synonyms_fullname"), ("symbol_synonyms", "synonyms_symbol")):
-            names = []
-            for i, s in enumerate(self.items(syn, key, f"task3_synonyms.{key}")):
-                if isinstance(s, str):
-                    names.append(normalize_synonym(s))
-                else:
-                    self.issue("warning", f"task3_synonyms.{key}[{i}]", f"not a string ({s!r}); skipped")
-            self.pred.lists[task] = _first_occurrences(names)
-        # every fullname synonym outranks every symbol synonym (§4.3)
-        self.pred.lists["synonyms"] = _first_occurrences(self.pred.lists["synonyms_fullname"]
-                                                          + self.pred.lists["synonyms_symbol"])
-
-
-def parse_prediction(gene_id: str, data: Any, file: str | None = None,
-                     known: Mapping[str, Known | None] | None = None) -> GenePrediction:
-    """Read one gene's prediction (an output object or a run record). ``known[kind](id)`` flags unknown ids."""
-    return _Parser(gene_id, file, known or {}).parse(data)
-
-
-def load_predictions(directory: str | Path, gene_ids: Iterable[str],
-                     known: Mapping[str, Known | None] | None = None) -> tuple[dict[str, GenePrediction], list[Issue]]:
-    """Read ``<gene_id>.json`` for each gene. Returns per-gene predictions (status ``missing`` where there is no
-    file) and issues about files that belong to no ground-truth gene."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise InputError(f"prediction directory not found: {directory}", source=str(directory))
-    wanted = list(gene_ids)
-    out: dict[str, GenePrediction] = {}
-    for gid in wanted:
-        path = directory / f"{gid}.json"
-        if not path.exists():
-            out[gid] = GenePrediction(gene_id=gid, status="missing")
-            out[gid].issues.append(Issue(gid, None, "error", "", "no prediction file"))
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            pred = GenePrediction(gene_id=gid, status="invalid", file=str(path))
-            pred.issues.append(Issue(gid, str(path), "error", "", f"unreadable: {e}; gene scored as zero"))
-            out[gid] = pred
-            continue
-        out[gid] = parse_prediction(gid, data, str(path), known)
-    stray = [Issue(p.stem, str(p), "warning", "", "file matches no ground-truth gene; ignored")
-             for p in sorted(directory.glob("*.json")) if p.stem not in out]
-    return out, stray
+    return {gid: gene_truth(gene) for gid, gene in groundtruth.load_ground_truth(path).items()}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -429,6 +161,12 @@ def _ratio(a: float, b: float) -> float:
 
 def _f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+
+def _given(values: dict[int, float] | None) -> dict[int, float]:
+    """Per-k values a task has: semantic recall exists for GO and anatomy only, tuple recall for anatomy only."""
+    assert values is not None, "asked for a recall the task does not have"
+    return values
 
 
 def _keyed(d: Mapping[int, float]) -> dict[str, float]:
@@ -543,7 +281,7 @@ class Evaluation:
     genes: list[str]                                   # evaluated genes, ground-truth order
     statuses: dict[str, str]                           # every ground-truth gene
     scores: dict[str, dict[str, TaskScore]]            # gene -> task -> score (evaluated genes only)
-    issues: list[Issue]
+    issues: list[PredictionIssue]
     aggregate: dict[str, Any]
     bootstrap: dict[str, Any]
 
@@ -569,11 +307,11 @@ def aggregate_task(scores: list[TaskScore], task: str, k_values: Iterable[int], 
         row = {"exact_micro": _micro(scores, k, False), "exact_macro": _macro([s.exact[k] for s in scores])}
         if semantic:
             row["semantic_micro"] = _micro(scores, k, True)
-            row["semantic_macro"] = _macro([s.semantic[k] for s in scores])
+            row["semantic_macro"] = _macro([_given(s.semantic)[k] for s in scores])
         if task == "anatomy":
             n_t = sum(s.n_tuples for s in scores)
-            row["tuple_micro"] = _ratio(sum(s.tuple_recall[k] * s.n_tuples for s in scores), n_t)
-            row["tuple_macro"] = _macro([s.tuple_recall[k] for s in scores])
+            row["tuple_micro"] = _ratio(sum(_given(s.tuple_recall)[k] * s.n_tuples for s in scores), n_t)
+            row["tuple_macro"] = _macro([_given(s.tuple_recall)[k] for s in scores])
         at_k[str(k)] = row
     tp, fp, fn = (sum(getattr(s, a) for s in scores) for a in ("tp", "fp", "fn"))
     exact_p, exact_r = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
@@ -636,7 +374,7 @@ def bootstrap(scores_by_task: Mapping[str, list[TaskScore]], k_values: Iterable[
             cell = {}
             for kind in kinds:
                 num = np.array([s.numerator(k, kind == "semantic") for s in scores])[idx].sum(axis=1)
-                vals = np.array([(s.semantic if kind == "semantic" else s.exact)[k] for s in scores])[idx]
+                vals = np.array([_given(s.semantic if kind == "semantic" else s.exact)[k] for s in scores])[idx]
                 cell[f"{kind}_micro"] = interval(np.divide(num, den, out=np.zeros_like(num), where=den > 0))
                 cell[f"{kind}_macro"] = interval(vals.mean(axis=1))
             per_k[str(k)] = cell
@@ -646,7 +384,7 @@ def bootstrap(scores_by_task: Mapping[str, list[TaskScore]], k_values: Iterable[
 
 def evaluate(truth: Mapping[str, GeneTruth], predictions: Mapping[str, GenePrediction], scorer: Scorer, *,
              headline_k: Mapping[str, int] | None = None, missing_as_failed: bool = False,
-             extra_issues: Iterable[Issue] = (), n_resamples: int = 1000, seed: int = 0) -> Evaluation:
+             extra_issues: Iterable[PredictionIssue] = (), n_resamples: int = 1000, seed: int = 0) -> Evaluation:
     """Score every ground-truth gene. Missing genes are skipped (FlyAOC) unless ``missing_as_failed`` or the
     corrected mode; failed and invalid genes always score zero with their denominators kept."""
     heads = {**HEADLINE_K, **(headline_k or {})}

@@ -18,10 +18,9 @@ from typing import Any
 
 from ranx import Qrels, Run, compare, evaluate
 
+from eval.jsonl import read_jsonl
 from search.core.errors import InputError
 from search.core.models import Paper
-
-from eval.jsonl import read_jsonl
 
 METRICS = ("ndcg@10", "recall@100", "map", "mrr")
 MODES = ("bm25", "dense", "hybrid")

@@ -182,8 +182,9 @@ def plot_recall_by_task(ev: Evaluation, path: Path) -> None:
     x = np.arange(len(HEADLINE_TASKS))
     for j, (agg, label) in enumerate((("micro", "micro"), ("macro", "macro"))):
         vals = [ev.aggregate[t][f"recall_{agg}"] for t in HEADLINE_TASKS]
-        cis = [ev.aggregate[t]["ci95"][f"recall_{agg}"] or [v, v] for t, v in zip(HEADLINE_TASKS, vals)]
-        err = np.array([[v - c[0] for v, c in zip(vals, cis)], [c[1] - v for v, c in zip(vals, cis)]])
+        cis = [ev.aggregate[t]["ci95"][f"recall_{agg}"] or [v, v] for t, v in zip(HEADLINE_TASKS, vals, strict=True)]
+        err = np.array([[v - c[0] for v, c in zip(vals, cis, strict=True)],
+                        [c[1] - v for v, c in zip(vals, cis, strict=True)]])
         ax.bar(x + (j - 0.5) * 0.38, vals, 0.38, yerr=np.clip(err, 0, None), capsize=4, label=label)
     ax.set_xticks(x, [f"{TASK_LABELS[t]}@{ev.aggregate[t]['k']}\n({ev.aggregate[t]['canonical']})"
                       for t in HEADLINE_TASKS])

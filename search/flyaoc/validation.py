@@ -3,8 +3,9 @@
 Errors are exactly the format rules FlyAOC's ``submit_annotations`` enforces, written ``"<path>: <message>"``; an
 object with no error is ``valid``, so a prediction FlyAOC accepts is accepted here and vice versa (checked against
 FlyAOC's JSON Schema on 20,000 random mutations of its example; one deliberate difference: an id must match as a
-whole string, where Python's ``$`` would also let a trailing newline through). Hidden ids are the one addition: a session that hides terms refuses them (the agent should use ``description``), because the
-specificity-gap benchmark is meaningless if the hidden id can be submitted anyway.
+whole string, where Python's ``$`` would also let a trailing newline through; the id shapes are
+``search.flyaoc.ids``). Hidden ids are the one addition: a session that hides terms refuses them (the agent should
+use ``description``), because the specificity-gap benchmark is meaningless if the hidden id can be submitted anyway.
 
 Warnings never change ``valid``: ids the ontologies do not know, obsolete ids (with their replacements), aspects and
 qualifiers that do not fit the term, a gene other than the session's, items past the rank FlyAOC scores (GO@30,
@@ -16,17 +17,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Container, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from search.core.models import Term
+from search.flyaoc.ids import FBBT_ID, FBDV_ID, GENE_ID, GO_ID, PMCID
+from search.flyaoc.predictions import SCORED_K, Issue, normalize_synonym
 
-GENE_ID = re.compile(r"FBgn[0-9]{7}")
-GO_ID = re.compile(r"GO:[0-9]{7}")
-FBBT_ID = re.compile(r"FBbt:[0-9]{8}")
-FBDV_ID = re.compile(r"FBdv:[0-9]{8}")
-PMCID = re.compile(r"PMC[0-9]+")
 MAX_DESCRIPTION = 100
 MAX_EVIDENCE_TEXT = 500
 
@@ -40,23 +38,8 @@ QUALIFIER_ASPECT: dict[str, str] = {
 }
 ASPECTS = ("P", "F", "C")
 EXPRESSION_TYPES = ("polypeptide", "transcript")
-#: FlyAOC's headline cut-offs: ranked items past these are never scored (spec §4.7)
-SCORED_K: dict[str, int] = {"go": 30, "anatomy": 10, "synonyms": 20}
 
 Lookup = Callable[[str], Term | None]
-
-
-class Issue(BaseModel):
-    """One finding. ``suggestions`` holds replacement ids for obsolete terms."""
-
-    path: str
-    severity: Literal["error", "warning"]
-    code: str
-    message: str
-    suggestions: list[str] = Field(default_factory=list)
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
 
 
 class AnnotationCount(BaseModel):
@@ -128,7 +111,8 @@ def _kind(value: Any) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
 
 
 class _Validator:
@@ -296,7 +280,7 @@ class _Validator:
         syn = obj["task3_synonyms"]
         combined = [(f"fullname_synonyms[{i}]", s) for i, s in enumerate(syn["fullname_synonyms"])] + \
                    [(f"symbol_synonyms[{i}]", s) for i, s in enumerate(syn["symbol_synonyms"])]
-        self.ranked("task3_synonyms", combined, SCORED_K["synonyms"], "synonyms@", normalise=str.lower)
+        self.ranked("task3_synonyms", combined, SCORED_K["synonyms"], "synonyms@", normalise=normalize_synonym)
 
     def ranked(self, path: str, items: list[tuple[Any, Any]], k: int, metric: str, duplicates: bool = True,
                normalise: Callable[[str], str] | None = None) -> None:
@@ -305,7 +289,7 @@ class _Validator:
         for pos, value in items:
             if not value:
                 continue
-            key = normalise(value.strip()) if normalise else value
+            key = normalise(value) if normalise else value
             where = f"[{pos}]" if isinstance(pos, int) else pos
             item_path = f"{path}{where}" if isinstance(pos, int) else f"{path}.{where}"
             if key in seen:

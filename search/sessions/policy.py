@@ -19,13 +19,13 @@ its atomic step; ``search.sessions.service`` runs the rest):
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 from search.core.errors import InvalidRequest
 from search.core.models import Gene
+from search.flyaoc import groundtruth
 from search.ontology.model import Ontology
 from search.sessions.models import (MAX_NAME_CHARS, BudgetExhausted, Coverage, HiddenSpec, Reservation, Session,
                                     SessionClosed, SessionCreate, SynonymPolicy, TraceEvent, new_session_id)
@@ -85,16 +85,9 @@ def hidden_ids_for(session: Session | None, ontology: Ontology | None = None) ->
 # ---- coverage -----------------------------------------------------------------------------------------------------
 
 def cited_pmcids(ground_truth: Path) -> dict[str, list[str]]:
-    """Gene id → pmcids cited by curators in a FlyAOC ground truth (in-corpus GO and expression rows)."""
-    out: dict[str, list[str]] = {}
-    with open(ground_truth, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            rows = [*row.get("task1_function", []), *row.get("task2_expression", [])]
-            out[row["gene_id"]] = list(dict.fromkeys(r["pmcid"] for r in rows if r.get("in_corpus") and r.get("pmcid")))
-    return out
+    """Gene id → pmcids cited by curators in a FlyAOC ground truth (in-corpus GO and expression rows), as the one
+    ground-truth reader (``search.flyaoc.groundtruth``) reads them."""
+    return groundtruth.cited_pmcids(ground_truth)
 
 
 def pmcid_of(returned_id: str) -> str:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from search.core.errors import InputError, NotFound
 from search.core.models import Gene
+from search.flyaoc import groundtruth
 
 FB_SYNONYM_HEADER = ("##primary_FBid", "organism_abbreviation", "current_symbol", "current_fullname",
                      "fullname_synonym(s)", "symbol_synonym(s)")
@@ -117,9 +118,10 @@ class Lexicon:
         if gene is not None:
             return gene
         match = self.lookup(ref)
-        details = {"gene": ref, "candidates": [{"id": i, "symbol": self._genes[i].symbol} for i in match.gene_ids]}
+        candidates = [{"id": i, "symbol": self._genes[i].symbol} for i in match.gene_ids]
+        details: dict[str, Any] = {"gene": ref, "candidates": candidates}
         if match.gene_ids:
-            which = ", ".join(f"{c['symbol']} ({c['id']})" for c in details["candidates"])
+            which = ", ".join(f"{c['symbol']} ({c['id']})" for c in candidates)
             raise NotFound(f"{ref!r} is not a current symbol but a name of {which}; give the FlyBase id or the "
                            "current symbol.", code="gene_not_found", details=details)
         raise NotFound(f"Gene {ref!r} is not in the lexicon ({len(self)} genes); give a FlyBase id (FBgn…) or a "
@@ -209,17 +211,18 @@ def read_genes_csv(path: Path) -> Iterator[Gene]:
 
 
 def read_ground_truth(path: Path) -> Iterator[Gene]:
-    """The synonym fields of FlyAOC ground truth: ``task3_synonyms`` {current_fullname, *_synonyms: [{synonym}]}."""
-    with _open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                syn = row.get("task3_synonyms") or {}
-                yield Gene(id=row["gene_id"], symbol=row["gene_symbol"], fullname=syn.get("current_fullname") or None,
-                           fullname_synonyms=[s["synonym"] for s in syn.get("fullname_synonyms", [])],
-                           symbol_synonyms=[s["synonym"] for s in syn.get("symbol_synonyms", [])])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:{lineno}: not a FlyAOC ground-truth row ({exc})", source=str(path),
-                                 record=lineno) from None
+    """The names in FlyAOC ground truth (read by ``search.flyaoc.groundtruth``): symbol, ``current_fullname`` and the
+    synonym entries of ``task3_synonyms``."""
+    record = 0
+    try:
+        for row in groundtruth.read_ground_truth(path):
+            record = row.record
+            yield Gene(id=row.gene_id, symbol=row.gene_symbol, fullname=row.current_fullname,
+                       fullname_synonyms=[s.synonym for s in row.fullname_synonyms],
+                       symbol_synonyms=[s.synonym for s in row.symbol_synonyms])
+    except InputError as exc:
+        raise InputError(f"{path}:{exc.record or 0}: not a FlyAOC ground-truth row ({exc.message})", source=str(path),
+                         record=exc.record, field=exc.field) from None
+    except ValueError as exc:
+        raise InputError(f"{path}:{record}: not a FlyAOC ground-truth row ({exc})", source=str(path),
+                         record=record) from None
