@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from search.core.errors import InputError
 from search.core.models import Paper, Reject
@@ -153,7 +153,7 @@ def paper_item(source: str, record: int, paper: Paper, warnings: list[str]) -> S
 
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading bytes, transparently gunzipping ``*.gz``."""
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    return cast(BinaryIO, gzip.open(path, "rb")) if path.suffix == ".gz" else path.open("rb")
 
 
 def data_suffix(path: Path) -> str:

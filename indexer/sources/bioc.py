@@ -85,8 +85,9 @@ def paper_from_document(doc: Any, source: str, record: int) -> SourceItem:
         for i, p in enumerate(passages):
             if not isinstance(p, dict) or not isinstance(p.get("infons") or {}, dict):
                 raise InputError(f"passages[{i}] is not an object with an infons object", field=f"passages[{i}]")
-        front = next((p["infons"] for p in passages if (p.get("infons") or {}).get("section_type") == "TITLE"
-                      or (p.get("infons") or {}).get("type") == "front"), {})
+        front: dict[str, Any] = next((p["infons"] for p in passages
+                                      if (p.get("infons") or {}).get("section_type") == "TITLE"
+                                      or (p.get("infons") or {}).get("type") == "front"), {})
         meta = {**(doc.get("infons") or {}), **front}
         pmcid, pmid = _ids(doc, meta, warnings)
         year = None

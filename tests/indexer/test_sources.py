@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indexer.sources import (IdMap, count_records, detect_format, iter_records, normalize_pmcid, normalize_year)
+from indexer.sources import IdMap, count_records, detect_format, iter_records, normalize_pmcid, normalize_year
 from search.core.errors import InputError
 
 GOOD = {"pmcid": "pmc101", "pmid": 9001, "doi": "10.1/x", "year": "2004", "journal": "Dev Biol",
@@ -160,7 +160,8 @@ def _table(n: int) -> pa.Table:
     """FlyAOC-like rows with ``sections`` as an Arrow struct (null where a paper lacks a type)."""
     sections = pa.struct([("INTRO", pa.list_(pa.string())), ("RESULTS", pa.string())])
     rows = [{"pmcid": f"PMC{i}", "title": f"Paper {i}", "abstract": "", "year": 2000 + i % 20,
-             "sections": {"INTRO": [f"Intro {i}."], "RESULTS": None if i % 2 else f"Res {i}."}} for i in range(1, n + 1)]
+             "sections": {"INTRO": [f"Intro {i}."], "RESULTS": None if i % 2 else f"Res {i}."}}
+            for i in range(1, n + 1)]
     rows[4]["pmcid"] = None
     schema = pa.schema([("pmcid", pa.string()), ("title", pa.string()), ("abstract", pa.string()),
                         ("year", pa.int64()), ("sections", sections)])
@@ -264,9 +265,11 @@ JATS = """<?xml version="1.0" encoding="UTF-8"?>
 \t\t\t<sub>2</sub> as before<fig id="F1"><label>Figure 1</label><caption><title>Wing discs.</title><p>Dpp in
 <bold>A</bold>.</p><p>Brk in B.</p></caption><graphic xlink:href="f1"/></fig>.</p></sec>
 <sec><title>2. Materials and Methods</title>
-<p>Flies were raised<inline-formula><mml:math><mml:mi>α</mml:mi></mml:math></inline-formula>.</p><sec><title>Antibodies</title><p>Anti-Dpp<sup>a</sup>was used.</p>
+<p>Flies were raised<inline-formula><mml:math><mml:mi>α</mml:mi></mml:math></inline-formula>.</p>
+<sec><title>Antibodies</title><p>Anti-Dpp<sup>a</sup>was used.</p>
 <list><list-item><p>Item one</p></list-item><list-item><p>Item two</p></list-item></list></sec></sec>
-<sec><title>Results and discussion</title><sec><title>Dpp moves</title><p>It moves<disp-formula><tex-math>\\alpha</tex-math>
+<sec><title>Results and discussion</title><sec><title>Dpp moves</title>
+<p>It moves<disp-formula><tex-math>\\alpha</tex-math>
 <mml:math><mml:mi>x</mml:mi></mml:math></disp-formula>far.</p>
 <table-wrap id="T1"><label>Table 1</label><caption><p>Counts of discs</p></caption><table><tr><td>9</td></tr></table>
 </table-wrap></sec></sec>
@@ -420,8 +423,8 @@ def test_bioc_json_list_of_collections(tmp_path):
 def _bioc_xml(doc: dict) -> str:
     def infons(d):
         return "".join(f'<infon key="{k}">{v}</infon>' for k, v in d.items())
-    passages = "".join(f"<passage>{infons(p['infons'])}<offset>{p['offset']}</offset><text>{p['text'].replace('<', '&lt;')}"
-                       f"</text></passage>" for p in doc["passages"])
+    passages = "".join(f"<passage>{infons(p['infons'])}<offset>{p['offset']}</offset>"
+                       f"<text>{p['text'].replace('<', '&lt;')}</text></passage>" for p in doc["passages"])
     return f"<document><id>{doc['id']}</id>{infons(doc['infons'])}{passages}</document>"
 
 
