@@ -153,7 +153,8 @@ def main() -> None:
         tops: dict[str, list[set[str]]] = {}
         for name, eng in engines.items():
             tops[name] = [{h.pmcid for h in eng.search_papers(plan(t), limit=K).hits} for t in texts]  # warm-up
-        overlaps = [len(a & b) / max(len(a), len(b)) if a or b else 1.0 for a, b in zip(tops["embedded"], tops["cluster"])]
+        overlaps = [len(a & b) / max(len(a), len(b)) if a or b else 1.0
+                    for a, b in zip(tops["embedded"], tops["cluster"], strict=True)]
         results["parity"] = {"queries": len(texts), "mean_top10_overlap": round(sum(overlaps) / len(overlaps), 4)}
 
         results["search"] = {}

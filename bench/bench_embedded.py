@@ -34,8 +34,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil  # noqa: E402
 
-from bench.common import (ChildRun, dir_bytes, flysift_command, fmt_bytes, free_port, latency_summary,  # noqa: E402
-                          machine, markdown_table, percentile, run_measured, served, write_json)
+from bench.common import (  # noqa: E402
+    ChildRun,
+    dir_bytes,
+    flysift_command,
+    fmt_bytes,
+    free_port,
+    latency_summary,
+    machine,
+    markdown_table,
+    percentile,
+    run_measured,
+    served,
+    write_json,
+)
 
 K = 16
 FLYAOC_SECTIONS = ("INTRO", "RESULTS", "DISCUSS", "CONCL")
@@ -70,7 +82,7 @@ def recall_at_k(hits: list[str], relevant: list[str], k: int = K) -> float:
 def quality(queries: list[dict], hits: list[list[str]]) -> dict[str, dict[str, float]]:
     """Mean recall@16 per query kind and overall, over distinct (query text, gene) pairs."""
     seen: dict[tuple[str, str], tuple[str, float]] = {}
-    for q, h in zip(queries, hits):
+    for q, h in zip(queries, hits, strict=True):
         seen[q["query"], q["gene"]] = (q["kind"], recall_at_k(h, q["relevant"]))
     out: dict = {}
     for kind in ("symbol", "fullname", "synonym", "all"):
@@ -256,7 +268,8 @@ def report(r: dict) -> str:
         if f:
             o = bm["quality"].get(kind) if bm else None
             rows.append([f"recall@16, {kind} queries ({f['queries']})", f"{f['recall@16']:.3f}",
-                         f"{o['recall@16']:.3f}" if o else "–", "flysift > rank_bm25 (symbol)" if kind == "symbol" else ""])
+                         f"{o['recall@16']:.3f}" if o else "–",
+                         "flysift > rank_bm25 (symbol)" if kind == "symbol" else ""])
     if bm:
         fq, oq = fs["quality"]["per_query"], bm["quality"]["per_query"]
         for name in HARD_CASES:
@@ -314,7 +327,7 @@ def main() -> None:
     results: dict = {"machine": machine(), "corpus": corpus_info, "queries": len(queries),
                      "command": " ".join(sys.argv),
                      "flysift": {"build": build, "in_process": in_proc, "http": http, "quality": quality(queries, hits),
-                                 "http_same_hits": sum(a == b for a, b in zip(hits, http_hits))}}
+                                 "http_same_hits": sum(a == b for a, b in zip(hits, http_hits, strict=True))}}
     if not args.skip_bm25:
         log("rank_bm25: build + search (child process)")
         bm = rank_bm25_side(corpus, queries, work, args.bm25_max_papers)

@@ -4,7 +4,8 @@
 FlyAOC rounds every aggregate to 4 decimals (round half to even), so a value matches when round(ours, 4) equals
 the reference within 1e-9; integer counts must be equal. Prints one line per set and exits 1 on any mismatch.
 
-usage: python bench/bench_flyaoc_parity.py OURS_SUMMARY.json REFERENCE.json [--show-all]   (genes.json must sit beside summary.json)
+usage: python bench/bench_flyaoc_parity.py OURS_SUMMARY.json REFERENCE.json [--show-all]
+       (genes.json must sit beside summary.json)
        python bench/bench_flyaoc_parity.py make-stress PERFECT_DIR GO_OBO FBBT_OBO OUT_DIR [SEED]
 
 ``make-stress`` derives a prediction set that exercises every rule at once from the perfect set of
@@ -50,8 +51,8 @@ def pairs(ours: dict[str, Any], genes: list[dict[str, Any]], ref: dict[str, Any]
                 if f"{kind}_micro" not in tasks[task]["recall_at_k"][str(k)]:
                     continue
                 for ref_avg, our_avg in (("micro", "micro"), ("mean", "macro")):
-                    out.append((f"{task} {kind} {our_avg} @{k}", tasks[task]["recall_at_k"][str(k)][f"{kind}_{our_avg}"],
-                                block[f"{ref_avg}_{kind}_at_k"][str(k)]))
+                    ours = tasks[task]["recall_at_k"][str(k)][f"{kind}_{our_avg}"]
+                    out.append((f"{task} {kind} {our_avg} @{k}", ours, block[f"{ref_avg}_{kind}_at_k"][str(k)]))
     for (rt, rb), (task, ob) in SETS.items():
         for rk, ok in SET_KEYS.items():
             if rk in agg[rt][rb] and ok in tasks[task][ob]:

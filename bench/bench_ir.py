@@ -97,11 +97,12 @@ def main() -> None:
             t0 = time.perf_counter()
             result = evaluate_collection(client, args.data / name, ("bm25",), out_dir=out,
                                          baselines={"flyaoc-rank_bm25": base}, published=PUBLISHED.get(name, []),
-                                         log=lambda m: print(f"[{name}] {m}", flush=True))
+                                         log=lambda m, name=name: print(f"[{name}] {m}", flush=True))
             result["seconds"] = time.perf_counter() - t0
             write_ir_report(result, out)
             rows.append(result)
-    lines = ["| collection | docs | queries | run | nDCG@10 | Recall@100 | MAP | MRR |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| collection | docs | queries | run | nDCG@10 | Recall@100 | MAP | MRR |",
+             "|---|---|---|---|---|---|---|---|"]
     fmt = lambda v: "–" if v is None else f"{v:.4f}"  # noqa: E731
     for r in rows:
         for run, m in r["runs"].items():

@@ -33,7 +33,8 @@ FILES = {"go": "ontologies/go-basic.obo.gz", "fbbt": "ontologies/fbbt-2013-07-26
 
 
 def load_times(data: Path, cache: Path) -> dict[str, Ontology]:
-    print("## Loading\n\n| ontology | terms | obsolete | alt ids | synonyms | is_a | part_of | cold load s | warm load s |")
+    print("## Loading\n")
+    print("| ontology | terms | obsolete | alt ids | synonyms | is_a | part_of | cold load s | warm load s |")
     print("|---|---|---|---|---|---|---|---|---|")
     onts = {}
     for name, rel in FILES.items():

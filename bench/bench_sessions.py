@@ -25,8 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from bench.common import (flysift_command, free_port, latency_summary, machine, markdown_table,  # noqa: E402
-                          served, stopwatch, write_json)
+from bench.common import (  # noqa: E402
+    flysift_command,
+    free_port,
+    latency_summary,
+    machine,
+    markdown_table,
+    served,
+    stopwatch,
+    write_json,
+)
 from indexer.synthetic import SyntheticConfig, answer_key, bundled_genes, generate  # noqa: E402
 from search.engines.embedded.engine import EmbeddedEngine  # noqa: E402
 from search.text.lexicon import Lexicon  # noqa: E402

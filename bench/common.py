@@ -155,7 +155,8 @@ def served(cmd: Sequence[str], ready_url: str, *, env: dict[str, str] | None = N
         while True:
             if proc.poll() is not None:
                 log.seek(0)
-                raise RuntimeError(f"server exited with status {proc.returncode}: {' '.join(cmd)}\n{log.read()[-4000:]}")
+                raise RuntimeError(f"server exited with status {proc.returncode}: {' '.join(cmd)}\n"
+                                   f"{log.read()[-4000:]}")
             try:
                 if httpx.get(ready_url, timeout=2.0).is_success:
                     break

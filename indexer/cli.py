@@ -7,11 +7,10 @@ from pathlib import Path
 
 import click
 
-from search.cli.main import data_dir_option, settings_for
-
 from indexer.dense_cli import dense
 from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, index_corpus, summary_line
+from search.cli.main import data_dir_option, settings_for
 
 
 @click.group()
@@ -26,7 +25,8 @@ index.add_command(dense)
 @index.command("corpus")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @data_dir_option
-@click.option("--format", "fmt", type=click.Choice(["auto", "flyaoc", "jats", "bioc"]), default="auto", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["auto", "flyaoc", "jats", "bioc"]), default="auto",
+              show_default=True)
 @click.option("--id-map", type=click.Path(exists=True, path_type=Path),
               help="TSV of file name, PMCID, PMID for XML files without a PMCID (e.g. CRAFT's craft-idmappings.txt)")
 @click.option("--collection", default="default", show_default=True)
@@ -73,7 +73,8 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
     if summary.resumed_from:
         click.echo(f"resumed an interrupted build after {summary.resumed_from} records", err=True)
     click.echo(f"read {summary.read} · indexed {summary.indexed} papers ({summary.passages} passages) · rejected "
-               f"{summary.rejected} · duplicates {summary.duplicates} · {summary.seconds:.1f} s · build {summary.build}",
+               f"{summary.rejected} · duplicates {summary.duplicates} · {summary.seconds:.1f} s · "
+               f"build {summary.build}",
                err=True)
     if summary.rejected:
         click.echo(f"rejects report: {summary.rejects_file}", err=True)
@@ -89,15 +90,15 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
 @click.option("--port", type=int, default=8000, show_default=True)
 def demo(data_dir: Path | None, papers: int, queries: tuple[str, ...], serve: bool, port: int) -> None:
     """Generate a sample corpus, index it, answer sample queries (and optionally serve it)."""
-    from search.text.lexicon import Lexicon
-    from search.retrieval.service import SearchService
-
     from indexer.synthetic import SyntheticConfig, bundled_genes, write_corpus
+    from search.retrieval.service import SearchService
+    from search.text.lexicon import Lexicon
 
     settings = settings_for(data_dir)
     sample_dir = Path(settings.data_dir) / "sample"
     info = write_corpus(SyntheticConfig(n_papers=papers), sample_dir)
-    click.echo(f"sample corpus: {sample_dir / 'corpus.jsonl'} ({info['papers']} papers, {info['words']} words)", err=True)
+    click.echo(f"sample corpus: {sample_dir / 'corpus.jsonl'} ({info['papers']} papers, {info['words']} words)",
+               err=True)
     # the service loads <data_dir>/lexicon.tsv, so sessions can name the sample's genes (gene=, synonym policies)
     Lexicon(bundled_genes()).save(Path(settings.data_dir) / "lexicon.tsv")
     summary = index_corpus([sample_dir / "corpus.jsonl"], settings)

@@ -14,6 +14,7 @@ table with whole arrays (no per-word Python loop), which is what lets 140 M word
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -77,7 +78,8 @@ trafficking secretion secreted extracellular matrix adhesion migration invasion 
 neoplastic hyperplastic suppressor oncogene kinase phosphatase ligase protease channel transporter""".split()
 
 _TISSUES = ("embryo", "wing disc", "eye-antennal disc", "ovary", "testis", "larval brain", "midgut",
-            "embryonic epidermis", "mesoderm", "ventral nerve cord", "salivary gland", "fat body", "follicle epithelium")
+            "embryonic epidermis", "mesoderm", "ventral nerve cord", "salivary gland", "fat body",
+            "follicle epithelium")
 _PROCESSES = ("segmentation", "dorsoventral patterning", "wing growth", "cell polarity", "neurogenesis",
               "germband extension", "tissue growth", "cell fate specification", "epithelial morphogenesis",
               "courtship behaviour", "apoptosis", "boundary formation", "oogenesis")
@@ -151,7 +153,7 @@ def read_genes_tsv(path: Path) -> list[Gene]:
             if len(cells) != len(_TSV_COLUMNS):
                 raise InputError(f"{path}:{lineno}: expected {len(_TSV_COLUMNS)} tab-separated columns, "
                                  f"got {len(cells)}", source=str(path), record=lineno)
-            row = dict(zip(_TSV_COLUMNS, cells))
+            row = dict(zip(_TSV_COLUMNS, cells, strict=True))
             for name in ("id", "symbol", "fullname"):
                 if not row[name].strip():
                     raise InputError(f"{path}:{lineno}: field {name!r} is empty", source=str(path),
@@ -355,7 +357,7 @@ def _paper(cfg: SyntheticConfig, t: _Tables, plan: _Plan, pop: np.ndarray, i: in
     # focus genes: ~1 mention per 180 words (the first focus more); background genes: 1–3 mentions per paper
     per_word = [(f, (1 / 180) * (1.0 if k == 0 else 0.55), k == 0) for k, f in enumerate(focus)]
     bg_rate = [(b, rng.integers(1, 4) / body_words, False) for b in background]
-    for (stype, stitle, _), share in zip(_SECTIONS, shares):
+    for (stype, stitle, _), share in zip(_SECTIONS, shares, strict=True):
         n = int(round(body_words * share))
         if n < 20:
             continue
@@ -424,7 +426,7 @@ def _text(rng: np.random.Generator, t: _Tables, n: int, genes: list[tuple[int, f
     bounds = [0, *cuts.tolist()]
     if bounds[-1] != n:
         bounds.append(n)
-    return [" ".join(tokens[a:b]) for a, b in zip(bounds, bounds[1:])]
+    return [" ".join(tokens[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 # ------------------------------------------------------------------------------------------------------------ files

@@ -21,8 +21,8 @@ from pydantic import BaseModel
 
 from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
 from search.core.query import Filters
-from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
 from search.flyaoc.validation import ValidationReport
+from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
 
 DEFAULT_TIMEOUT = 30.0
 DENSE_BUILD_TIMEOUT = 1800.0
@@ -307,7 +307,8 @@ class _Endpoints:
                      include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
                      hidden_descendants: bool | None = None):
         """Terms by name, synonym, definition or id (``search.ontology.service.TermSearchResponse``)."""
-        return self._send(_Request("GET", "/v1/terms/search", lambda b: _terms_models().TermSearchResponse.model_validate(b),
+        return self._send(_Request("GET", "/v1/terms/search",
+                                   lambda b: _terms_models().TermSearchResponse.model_validate(b),
                                    params=_params(q=q, ontology=ontology, aspect=aspect, limit=limit,
                                                   include_obsolete=include_obsolete, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
@@ -315,7 +316,8 @@ class _Endpoints:
     def get_term(self, term_id: str, hidden: str | Iterable[str] | None = None,
                  hidden_descendants: bool | None = None):
         """A term by primary or alternative id (``search.ontology.service.TermLookup``)."""
-        return self._send(_Request("GET", f"/v1/terms/{term_id}", lambda b: _terms_models().TermLookup.model_validate(b),
+        return self._send(_Request("GET", f"/v1/terms/{term_id}",
+                                   lambda b: _terms_models().TermLookup.model_validate(b),
                                    params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def related_terms(self, term_id: str, direction: Literal["ancestors", "descendants", "parents", "children"],

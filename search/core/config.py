@@ -109,7 +109,8 @@ class Settings(BaseSettings):
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource,
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Arguments, then the environment, then the ``FLYSIFT_CONFIG`` file (no ``.env`` file is read)."""

@@ -106,7 +106,8 @@ def check_json_value(value: Any) -> None:
                 stack.append((x, parts + (k,)))
         elif isinstance(v, list):
             stack.extend((x, parts + (i,)) for i, x in enumerate(v))
-        elif isinstance(v, _Huge) or (isinstance(v, int) and not isinstance(v, bool) and not INT64_MIN <= v <= INT64_MAX):
+        elif isinstance(v, _Huge) or (isinstance(v, int) and not isinstance(v, bool)
+                                      and not INT64_MIN <= v <= INT64_MAX):
             _refuse(parts, f"integer out of range (a signed 64-bit integer is at most {INT64_MAX})", max=INT64_MAX)
         elif isinstance(v, float) and not math.isfinite(v):
             _refuse(parts, "number out of range (it does not fit a 64-bit float)")

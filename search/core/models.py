@@ -91,7 +91,8 @@ class PaperHit(BaseModel):
     score: float
     gene_in_title: bool = False
     snippets: list[Snippet] = Field(default_factory=list)
-    matched: list[str] = Field(default_factory=list, description="Names of the query clauses (e.g. gene names) this hit matched")
+    matched: list[str] = Field(default_factory=list,
+                               description="Names of the query clauses (e.g. gene names) this hit matched")
 
 
 class PassageHit(BaseModel):

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 
 import regex
 
-from search.text.analysis import is_symbol_like, symbol_tokens
 from search.core.query import Clause, EngineQuery, Filters
+from search.text.analysis import is_symbol_like, symbol_tokens
 
 _PHRASE = regex.compile(r'"([^"]*)"')
 SHORT_WORD = 4

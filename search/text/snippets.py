@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from search.text.analysis import symbol_spans, word_spans
 from search.core.models import Snippet
 from search.core.query import Clause
+from search.text.analysis import symbol_spans, word_spans
 
 WINDOW = 240
 
@@ -31,7 +31,8 @@ class Highlighter:
             found += [(s, e) for s, e, t in symbol_spans(text) if t in self._symbol_terms]
         if self._word_terms:
             prefixes = tuple({t[:3] for t in self._word_terms})
-            found += [(s, e) for s, e, w in word_spans(text) if w.startswith(prefixes) and self._stem(w) in self._word_terms]
+            found += [(s, e) for s, e, w in word_spans(text)
+                      if w.startswith(prefixes) and self._stem(w) in self._word_terms]
         return sorted(set(found))
 
     def snippet(self, field: str, text: str, window: int = WINDOW) -> Snippet | None:
