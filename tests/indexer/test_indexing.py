@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from indexer.synthetic import SyntheticConfig, write_corpus
+from search.cli.main import main
 from search.engines.embedded.engine import EmbeddedEngine
 from search.retrieval.planner import plan
-
-from search.cli.main import main
-from indexer.synthetic import SyntheticConfig, write_corpus
 
 
 def run_index(*args: str) -> tuple[int, dict | None, str]:
@@ -52,6 +52,7 @@ def test_every_record_is_indexed_or_reported(tmp_path: Path):
     assert code != 0 and "record 2" in out
 
 
+@pytest.mark.slow
 def test_killed_run_keeps_old_index_and_rerun_resumes_to_same_counts(tmp_path: Path):
     corpus_dir = tmp_path / "corpus"
     write_corpus(SyntheticConfig(n_papers=30, words_per_paper=300, seed=3), corpus_dir / "small")

@@ -253,14 +253,16 @@ def _charged_only_with_answers(store, sid: str, received: list[str], same_transa
         assert set(s.papers_read) == set(answered)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["distinct", "flyaoc"])
 def test_sigkill_mid_burst_charges_only_recorded_answers_sqlite(tmp_path, policy):
     sid, received = _burst_and_kill(tmp_path, policy, {"FLYSIFT_SESSION_STORE": "sqlite"})
     _charged_only_with_answers(SqliteStore(tmp_path / "data" / "sessions.sqlite"), sid, received, True)
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
-def test_sigkill_mid_burst_charges_only_recorded_answers_cluster(tmp_path, cluster_settings):  # noqa: F811
+def test_sigkill_mid_burst_charges_only_recorded_answers_cluster(tmp_path, cluster_settings):
     from search.sessions.cluster_store import ClusterStore
 
     s = cluster_settings

@@ -167,6 +167,7 @@ def _limited(limit_bytes: int):
     return apply
 
 
+@pytest.mark.slow
 def test_a_full_disk_ends_the_indexer_with_one_line_and_frees_the_space(live: Path, tmp_path: Path):
     """A real write failure: the indexer runs with a file-size limit, so tantivy, SQLite and Python writes fail the way
     they do on a full disk (root cannot be stopped by permissions, but is by RLIMIT_FSIZE)."""

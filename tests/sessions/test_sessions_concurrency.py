@@ -95,7 +95,7 @@ def sqlite_servers(tmp_path_factory) -> Iterator[Servers]:
 
 
 @pytest.fixture(scope="module")
-def cluster_servers(cluster_node: ClusterNode, tmp_path_factory) -> Iterator[Servers]:  # noqa: F811
+def cluster_servers(cluster_node: ClusterNode, tmp_path_factory) -> Iterator[Servers]:
     prefix = f"fst-{uuid.uuid4().hex[:10]}"
     srv = _servers(tmp_path_factory.mktemp("conc-cluster"),
                    {"FLYSIFT_SESSION_STORE": "cluster", "FLYSIFT_CLUSTER_URL": cluster_node.url,
@@ -152,11 +152,13 @@ def concurrent_reads_of_one_paper_cost_one_unit(servers: Servers):
     assert s["budget_used"] == 1 and s["papers_read"] == ["PMC200007"]
 
 
+@pytest.mark.slow
 def test_budget_is_atomic_across_processes_sqlite(sqlite_servers: Servers):
     fifty_concurrent_distinct_reads_spend_exactly_the_budget(sqlite_servers)
     concurrent_reads_of_one_paper_cost_one_unit(sqlite_servers)
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_budget_is_atomic_across_processes_cluster(cluster_servers: Servers):
     fifty_concurrent_distinct_reads_spend_exactly_the_budget(cluster_servers)

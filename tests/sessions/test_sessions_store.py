@@ -127,7 +127,7 @@ class TestSqliteStore(StoreContract):
 @pytest.mark.cluster
 class TestClusterStore(StoreContract):
     @pytest.fixture
-    def store(self, cluster_settings):  # noqa: F811
+    def store(self, cluster_settings):
         from search.sessions.cluster_store import ClusterStore
 
         s = ClusterStore.from_settings(cluster_settings)
