@@ -16,12 +16,12 @@ from search.api import builds, openapi, papers, sessions, terms
 from search.api.deps import principal
 from search.api.guard import InputGuard, error_response
 from search.api.middleware import TraceMiddleware
-from search.sessions.keys import RateLimiter
 from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.inputs import QUOTE_CHARS, clip
-from search.retrieval.service import SearchService
 from search.ontology.service import TermService
+from search.retrieval.service import SearchService
+from search.sessions.keys import RateLimiter
 from search.sessions.service import SessionService
 from search.sessions.store import open_store
 
@@ -32,7 +32,8 @@ log = logging.getLogger("flysift.api")
 MAX_LISTED_ERRORS = 20
 
 
-def _error(status: int, code: str, message: str, details: dict | None = None, headers: dict | None = None) -> JSONResponse:
+def _error(status: int, code: str, message: str, details: dict | None = None,
+           headers: dict | None = None) -> JSONResponse:
     return error_response(status, code, message, details, headers)
 
 
@@ -55,9 +56,10 @@ def _shadowed_methods(app: FastAPI, routers: list) -> None:
         if fixed.param_convertors:
             continue
         scope = {"type": "http", "path": fixed.path, "root_path": ""}
-        allow = sorted(set().union(*(r.methods for r in routes if r.path == fixed.path)))
+        allow = sorted(set[str]().union(*(r.methods or () for r in routes if r.path == fixed.path)))
         for other in routes:
-            stolen = [m for m in sorted(other.methods - set(allow) - {"HEAD"}) if (fixed.path, m) not in added]
+            methods = (other.methods or set()) - set(allow) - {"HEAD"}
+            stolen = [m for m in sorted(methods) if (fixed.path, m) not in added]
             if other.param_convertors and stolen and other.matches({**scope, "method": stolen[0]})[0] == Match.FULL:
                 added.update((fixed.path, m) for m in stolen)
                 app.add_api_route(fixed.path, _method_not_allowed(allow), methods=stolen, include_in_schema=False)

@@ -3,10 +3,10 @@ written.
 
 ``InputGuard`` refuses, with the one error shape: a JSON body over ``max_body_bytes`` (413 ``body_too_large``), a body
 that is not JSON (400 ``invalid_json``), and JSON, query parameters or a path that break the bounds of
-``search.core.inputs`` (422 ``invalid_request``: too deep, NUL, lone surrogates, integers beyond int64...). Such a request
-never reaches a route, so it is not traced in a session; it is answered in full. ``error_response`` writes every
-error answer and quotes at most ``search.core.inputs.QUOTE_CHARS`` characters of any detail, so an error never echoes a
-huge input back.
+``search.core.inputs`` (422 ``invalid_request``: too deep, NUL, lone surrogates, integers beyond int64...). Such a
+request never reaches a route, so it is not traced in a session; it is answered in full. ``error_response`` writes
+every error answer and quotes at most ``search.core.inputs.QUOTE_CHARS`` characters of any detail, so an error never
+echoes a huge input back.
 """
 
 from __future__ import annotations

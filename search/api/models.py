@@ -47,7 +47,7 @@ class PaperIn(Paper):
 
     model_config = ConfigDict(extra="forbid")
 
-    sections: list[SectionIn] = Field(default_factory=list)
+    sections: list[SectionIn] = Field(default_factory=list)  # type: ignore[assignment]  # stricter on purpose
 
 
 class BuildPapers(BaseModel):
@@ -103,7 +103,8 @@ class ErrorBody(BaseModel):
 
 
 class ErrorResponse(BaseModel):
-    """The one error shape of every non-2xx answer (``search.api.app`` writes it, ``search.api.openapi`` declares it)."""
+    """The one error shape of every non-2xx answer (``search.api.app`` writes it, ``search.api.openapi`` declares
+    it)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -12,8 +12,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 
 from search.api.deps import Caller, Sessions, trace_into
-from search.api.models import (NamesRequest, NamesResponse, SessionList, SubmissionList, SubmissionResponse,
-                               TraceResponse)
+from search.api.models import (
+    NamesRequest,
+    NamesResponse,
+    SessionList,
+    SubmissionList,
+    SubmissionResponse,
+    TraceResponse,
+)
 from search.core.inputs import INT64_MAX
 from search.sessions.models import Coverage, Session, SessionCreate
 

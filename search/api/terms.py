@@ -12,9 +12,9 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 
 from search.api.deps import current_session
-from search.sessions.models import Session
 from search.ontology.hidden import HiddenQuery, hidden_query
 from search.ontology.service import ResolvedTerm, TermList, TermLookup, TermSearchResponse, TermService
+from search.sessions.models import Session
 
 router = APIRouter(prefix="/v1", tags=["terms"], dependencies=[Depends(current_session)])
 
@@ -45,7 +45,8 @@ def search_terms(request: Request, q: str = Query(..., description="Words, a phr
 
 
 @router.get("/terms/resolve", response_model=list[ResolvedTerm])
-def resolve_terms(request: Request, text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
+def resolve_terms(request: Request,
+                  text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
                   ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1, le=100),
                   h: HiddenQuery = Depends(hidden_spec)) -> list[ResolvedTerm]:
     """Visible terms ranked for a free-text description (post-hoc resolution of natural-language outputs)."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from search.sessions.keys import SCOPES, check_team_name, new_key
 from search.cli.options import data_dir_option, settings_for
+from search.sessions.keys import SCOPES, check_team_name, new_key
 from search.sessions.store import SessionStore, open_store
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 import click
@@ -17,10 +17,11 @@ import click
 from search.cli.options import data_dir_option, print_table, settings_for
 from search.core.errors import FlysiftError
 
+
 class _Group(click.Group):
     """Loads the entry-point commands lazily and prints FlysiftErrors as one readable line."""
 
-    def _plugins(self) -> dict[str, click.Command]:
+    def _plugins(self) -> dict[str, EntryPoint]:
         if not hasattr(self, "_plugin_cache"):
             self._plugin_cache = {ep.name: ep for ep in entry_points(group="flysift.commands")}
         return self._plugin_cache

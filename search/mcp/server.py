@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -176,7 +176,8 @@ class SessionTools:
 
         return await self._call(work)
 
-    async def _terms(self, ontology: str, query: str, limit: int, aspect: str | None = None) -> str:
+    async def _terms(self, ontology: Literal["go", "fbbt", "fbdv"], query: str, limit: int,
+                     aspect: str | None = None) -> str:
         if msg := _bounded("limit", limit, 1, MAX_TERM_LIMIT):
             return error(msg, "invalid_request")
 
@@ -268,15 +269,16 @@ class SessionTools:
         submit again if valid is false; the last valid submission is the run's output. Warnings point at ids
         that score nothing (unknown, obsolete with replacements) and items past the scored ranks (GO 30,
         anatomy 10, synonyms 20)."""
-        if isinstance(annotations, str):
+        prediction: Any = annotations  # the service checks its shape
+        if isinstance(prediction, str):
             try:
-                annotations = json.loads(annotations)
+                prediction = json.loads(prediction)
             except json.JSONDecodeError as exc:
                 return error(f"annotations is not valid JSON ({exc}); pass the prediction object itself.",
                              "invalid_request")
 
         async def work() -> str:
-            report = await self.api.submit(annotations)
+            report = await self.api.submit(prediction)
             return dumps(report.model_dump(include={"valid", "errors", "warnings", "annotation_count"}))
 
         return await self._call(work)

@@ -6,8 +6,19 @@ live), ``keys`` (teams, API keys, scopes, rate limits).
 """
 
 from search.sessions.keys import Principal
-from search.sessions.models import (BudgetExhausted, BudgetPolicy, Coverage, HiddenSpec, ReadCharge, Session,
-                                    SessionClosed, SessionCreate, Submission, SynonymPolicy, TraceEvent)
+from search.sessions.models import (
+                                    BudgetExhausted,
+                                    BudgetPolicy,
+                                    Coverage,
+                                    HiddenSpec,
+                                    ReadCharge,
+                                    Session,
+                                    SessionClosed,
+                                    SessionCreate,
+                                    Submission,
+                                    SynonymPolicy,
+                                    TraceEvent,
+)
 from search.sessions.service import SessionService
 from search.sessions.store import SessionStore, open_store
 

@@ -20,11 +20,19 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from search.sessions.keys import ApiKey
-from search.engines.cluster.transport import ClusterRequestError, Transport
 from search.core.errors import NotFound, Unavailable
-from search.sessions.models import (RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, Session, Submission,
-                                    TraceEvent, session_not_found)
+from search.engines.cluster.transport import ClusterRequestError, Transport
+from search.sessions.keys import ApiKey
+from search.sessions.models import (
+    RESERVATION_TTL_S,
+    Conflict,
+    ReadCharge,
+    Reservation,
+    Session,
+    Submission,
+    TraceEvent,
+    session_not_found,
+)
 from search.sessions.policy import commit_decision, require_open, reserve_decision
 
 T = TypeVar("T")

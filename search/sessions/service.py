@@ -21,8 +21,16 @@ from search.core.errors import FlysiftError, InvalidRequest, NotFound, PaperNotF
 from search.flyaoc.validation import ValidationReport, lookup_in, validate_output
 from search.ontology.model import Ontology
 from search.sessions.keys import ApiKey, Forbidden, Principal, check_team_name
-from search.sessions.models import (Coverage, ReadCharge, Session, SessionCreate, Submission, TraceEvent,
-                                    check_session_id, session_not_found)
+from search.sessions.models import (
+    Coverage,
+    ReadCharge,
+    Session,
+    SessionCreate,
+    Submission,
+    TraceEvent,
+    check_session_id,
+    session_not_found,
+)
 from search.sessions.policy import cited_pmcids, clean_names, coverage, hidden_ids_for, new_session, search_expansions
 from search.sessions.store import SessionStore
 from search.text.lexicon import Lexicon

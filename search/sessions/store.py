@@ -23,8 +23,16 @@ from typing import Protocol
 from search.core.config import Settings
 from search.core.errors import NotFound
 from search.sessions.keys import ApiKey
-from search.sessions.models import (RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, Session, Submission,
-                                    TraceEvent, session_not_found)
+from search.sessions.models import (
+    RESERVATION_TTL_S,
+    Conflict,
+    ReadCharge,
+    Reservation,
+    Session,
+    Submission,
+    TraceEvent,
+    session_not_found,
+)
 from search.sessions.policy import commit_decision, require_open, reserve_decision
 
 
@@ -154,7 +162,7 @@ class SqliteStore:
         return self._key(row) if row else None
 
     def list_keys(self, team: str | None = None) -> list[ApiKey]:
-        sql, args = "SELECT * FROM api_keys", ()
+        sql, args = "SELECT * FROM api_keys", tuple[str, ...]()
         if team:
             sql, args = sql + " WHERE team=?", (team,)
         return [self._key(r) for r in self._conn().execute(sql + " ORDER BY created_at", args)]

@@ -103,7 +103,7 @@ def test_a_team_sees_only_its_own_sessions(secured):
         assert r.status_code == 201 and r.json()["team"] == "lab1"
         sid = r.json()["id"]
         assert _code(lab1.post("/v1/sessions", json={"gene": "Dl", "team": "lab2"}), 403) == "forbidden"
-        assert lab1.get(f"/v1/papers/PMC100001", headers={"X-Session-Id": sid}).status_code == 200
+        assert lab1.get("/v1/papers/PMC100001", headers={"X-Session-Id": sid}).status_code == 200
         for call in (lambda: lab2.get(f"/v1/sessions/{sid}"), lambda: lab2.get(f"/v1/sessions/{sid}/trace"),
                      lambda: lab2.get(f"/v1/sessions/{sid}/coverage", params={"pmcids": "PMC100001"}),
                      lambda: lab2.post(f"/v1/sessions/{sid}/close"),
