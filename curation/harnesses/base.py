@@ -135,6 +135,29 @@ class Harness:
     def default_tools(self, task: GeneTask) -> tuple[str, ...]:
         return FLYAOC_TOOLS
 
+    def expected_calls(self, task: GeneTask, paper_tokens: int) -> list[tuple[str, int, int]]:
+        """For :meth:`estimate`: ``(model prefix, calls, input tokens per call)`` of a typical run. One tool loop
+        that reads its papers keeps each read paper in context for about half of the remaining calls."""
+        calls = 2 * task.budget + 4
+        return [("", calls, 3000 + paper_tokens * task.budget // 2)]
+
+    def estimate(self, task: GeneTask) -> dict[str, Any]:
+        """A rough cost of one gene before running it (``--dry-run``): tokens from :meth:`expected_calls`
+        (``est_paper_tokens``, default 10000, ~40,000 characters; ``est_output_tokens`` per call, default 1000,
+        reasoning included), priced like a run. Unknown prices give ``cost_usd: None``."""
+        paper_tokens = int(self.options.get("est_paper_tokens", 10_000))
+        out_per_call = int(self.options.get("est_output_tokens", 1_000))
+        total: dict[str, Any] = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        for prefix, calls, per_call in self.expected_calls(task, paper_tokens):
+            usage = {"input_tokens": calls * per_call, "output_tokens": calls * out_per_call}
+            cost = self.prices.cost(self.model_config(prefix).model, usage)
+            total["model_calls"] += calls
+            total["input_tokens"] += usage["input_tokens"]
+            total["output_tokens"] += usage["output_tokens"]
+            total["cost_usd"] = None if cost is None or total["cost_usd"] is None else total["cost_usd"] + cost
+        total["basis"] = f"{paper_tokens} tokens per paper, {out_per_call} output tokens per call"
+        return total
+
     # ---- the run --------------------------------------------------------------------------------------------------
     def model_config(self, prefix: str = "") -> ModelConfig:
         options = dict(self.options)

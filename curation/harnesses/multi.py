@@ -39,6 +39,10 @@ class MultiAgent(Harness):
         allowed = set(FLYAOC_TOOLS) | {BATCH_TOOL} if task.parity else set(names)
         return tuple(n for n in names if n in allowed and n != "get_paper_text")
 
+    def expected_calls(self, task: GeneTask, paper_tokens: int) -> list[tuple[str, int, int]]:
+        """The orchestrator sees batch answers (~1500 tokens a paper); each reader its paper and a few searches."""
+        return [("", 8, 4000 + 1500 * task.budget // 2), ("reader_", 3 * task.budget, paper_tokens + 2000)]
+
     async def curate(self, ctx: RunContext) -> dict[str, Any] | None:
         reader = Readers(ctx, self.model_config("reader_"), int(self.options.get("reader_max_turns", 10)),
                          int(self.options.get("reader_max_chars", 120_000)))

@@ -12,6 +12,7 @@ import asyncio
 import json
 from typing import Any
 
+from curation.agent import GeneTask
 from curation.harnesses import prompts
 from curation.harnesses.base import TERM_TOOLS, Harness, RunContext
 from curation.llm import LimitReached, parse_json_object
@@ -24,6 +25,9 @@ class Pipeline(Harness):
     default 12000)."""
 
     name = "pipeline"
+
+    def expected_calls(self, task: GeneTask, paper_tokens: int) -> list[tuple[str, int, int]]:
+        return [("", task.budget, min(paper_tokens, int(self.options.get("extract_chars", 12_000)) // 4) + 500)]
 
     async def curate(self, ctx: RunContext) -> dict[str, Any] | None:
         tools = await ctx.tools(("search_corpus", "get_paper_text", *TERM_TOOLS, "submit_annotations"))

@@ -39,6 +39,9 @@ class Memorization(Harness):
         literature = {"search_corpus", "get_paper_text", "search_passages", "analyze_papers_batch"}
         return tuple(n for n in super().tool_names(task) if n not in literature)
 
+    def expected_calls(self, task: GeneTask, paper_tokens: int) -> list[tuple[str, int, int]]:
+        return [("", 8, 4000)]
+
     async def curate(self, ctx: RunContext) -> dict[str, Any] | None:
         messages = [{"role": "system", "content": prompts.SYSTEM},
                     {"role": "user", "content": prompts.task_prompt(ctx.task, prompts.MEMORIZATION)}]

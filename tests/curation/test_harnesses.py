@@ -297,3 +297,14 @@ def test_real_small_model(service, gene, agent, tmp_path):
     path = tmp_path / "t.jsonl"
     write_transcript(path, result.transcript)
     assert read_transcript(path) == json.loads(json.dumps(result.transcript))
+
+
+def test_dry_run_estimate():
+    """--dry-run prices a typical run with the run's price table; a model without a price gives no cost."""
+    task = GeneTask(gene_id="FBgn0000014", symbol="abd-A", budget=16)
+    multi = make_agent("multi", {"model": "gpt-5-mini", "reader_model": "gpt-5-nano"}).estimate(task)
+    dearer = make_agent("multi", {"model": "gpt-5-mini"}).estimate(task)
+    assert multi["model_calls"] == 8 + 48 and 0 < multi["cost_usd"] < dearer["cost_usd"]
+    assert make_agent("single", {"model": "local-gguf"}).estimate(task)["cost_usd"] is None
+    free = make_agent("pipeline", {"model": "local-gguf", "price_overrides": {"local-gguf": {"input": 0, "output": 0}}})
+    assert free.estimate(task)["cost_usd"] == 0.0
