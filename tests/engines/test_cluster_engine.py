@@ -20,9 +20,9 @@ from search.core.models import Paper, Section, Synonym, Term
 from search.core.query import Filters
 from search.engines import open_engine
 from search.engines.cluster.engine import ClusterEngine, analysis_settings
-from search.engines.embedded.engine import analyze
 from search.retrieval.planner import plan
 from search.text import analysis
+from search.text.analysis import analyze
 from search.text.passages import split_passages
 
 from helpers import PAPERS, ClusterNode
@@ -351,7 +351,8 @@ TERMS = [
          synonyms=[Synonym(text="cell nucleus", scope="EXACT")]),
     Term(id="GO:0007219", ontology="go", name="Notch signaling pathway", aspect="P",
          namespace="biological_process", definition="The series of molecular signals initiated by Notch binding.",
-         synonyms=[Synonym(text="N signaling pathway", scope="EXACT"), Synonym(text="Notch signalling", scope="RELATED")],
+         synonyms=[Synonym(text="N signaling pathway", scope="EXACT"),
+                   Synonym(text="Notch signalling", scope="RELATED")],
          alt_ids=["GO:0007220"]),
     Term(id="GO:0007224", ontology="go", name="smoothened signaling pathway", aspect="P",
          synonyms=[Synonym(text="hedgehog signaling pathway", scope="NARROW")]),
