@@ -111,6 +111,7 @@ def main() -> None:
     import psutil
 
     from search.core.config import Settings
+    from search.engines import Engine
     from search.engines.cluster.engine import ClusterEngine
     from search.engines.embedded.engine import EmbeddedEngine
     from search.retrieval.planner import plan
@@ -149,7 +150,7 @@ def main() -> None:
         results["embedded_index"].update(index_bytes=e_stats.index_bytes, bytes_per_paper=e_stats.index_bytes // n)
         results["cluster_index"].update(index_bytes=c_stats.index_bytes, bytes_per_paper=c_stats.index_bytes // n)
 
-        engines = {"embedded": embedded, "cluster": cluster}
+        engines: dict[str, Engine] = {"embedded": embedded, "cluster": cluster}
         tops: dict[str, list[set[str]]] = {}
         for name, eng in engines.items():
             tops[name] = [{h.pmcid for h in eng.search_papers(plan(t), limit=K).hits} for t in texts]  # warm-up

@@ -43,7 +43,7 @@ SET_KEYS = {"mean_precision": "precision_macro", "mean_recall": "recall_macro", 
 def pairs(ours: dict[str, Any], genes: list[dict[str, Any]], ref: dict[str, Any]) -> list[tuple[str, float, float]]:
     """(name, our value, reference value) for every metric both report; ``genes`` is our genes.json list."""
     agg, tasks = ref["evaluator_output"]["aggregate"], ours["tasks"]
-    out = []
+    out: list[tuple[str, float, float]] = []
     for (rt, rb), task in RAK.items():
         block = agg[rt][rb]
         for k in block["k_values"]:
@@ -51,8 +51,8 @@ def pairs(ours: dict[str, Any], genes: list[dict[str, Any]], ref: dict[str, Any]
                 if f"{kind}_micro" not in tasks[task]["recall_at_k"][str(k)]:
                     continue
                 for ref_avg, our_avg in (("micro", "micro"), ("mean", "macro")):
-                    ours = tasks[task]["recall_at_k"][str(k)][f"{kind}_{our_avg}"]
-                    out.append((f"{task} {kind} {our_avg} @{k}", ours, block[f"{ref_avg}_{kind}_at_k"][str(k)]))
+                    value = tasks[task]["recall_at_k"][str(k)][f"{kind}_{our_avg}"]
+                    out.append((f"{task} {kind} {our_avg} @{k}", value, block[f"{ref_avg}_{kind}_at_k"][str(k)]))
     for (rt, rb), (task, ob) in SETS.items():
         for rk, ok in SET_KEYS.items():
             if rk in agg[rt][rb] and ok in tasks[task][ob]:
@@ -117,7 +117,8 @@ def make_stress(perfect_dir: str, go_obo: str, fbbt_obo: str, out_dir: str, seed
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["make-stress"] and len(argv) >= 5:
-        print(json.dumps(make_stress(*argv[1:5], *(int(x) for x in argv[5:6]))))
+        seed = int(argv[5]) if len(argv) > 5 else 7
+        print(json.dumps(make_stress(argv[1], argv[2], argv[3], argv[4], seed)))
         return 0
     if len(argv) < 2:
         sys.exit(__doc__)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import socket
 import tempfile
@@ -77,6 +78,10 @@ def local_service():
             thread.join(timeout=10)
 
 
+def _log(collection: str, message: str) -> None:
+    print(f"[{collection}] {message}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=Path("../shared/data/ir"))
@@ -97,7 +102,7 @@ def main() -> None:
             t0 = time.perf_counter()
             result = evaluate_collection(client, args.data / name, ("bm25",), out_dir=out,
                                          baselines={"flyaoc-rank_bm25": base}, published=PUBLISHED.get(name, []),
-                                         log=lambda m, name=name: print(f"[{name}] {m}", flush=True))
+                                         log=functools.partial(_log, name))
             result["seconds"] = time.perf_counter() - t0
             write_ir_report(result, out)
             rows.append(result)

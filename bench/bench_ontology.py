@@ -52,7 +52,8 @@ def load_times(data: Path, cache: Path) -> dict[str, Ontology]:
 
 
 def coverage(data: Path, onts: dict[str, Ontology]) -> None:
-    go_ids, fbbt_ids = set(), set()
+    go_ids: set[str] = set()
+    fbbt_ids: set[str] = set()
     with open(data / "flyaoc/data/ground_truth_top100.jsonl") as fh:
         for line in fh:
             g = json.loads(line)
@@ -60,7 +61,7 @@ def coverage(data: Path, onts: dict[str, Ontology]) -> None:
             fbbt_ids.update(r["anatomy_id"] for r in g["task2_expression"] if r.get("anatomy_id"))
     print("\n## FlyAOC ground truth\n")
     for label, ids, ont in (("GO go_id", go_ids, onts["go"]), ("FBbt anatomy_id", fbbt_ids, onts["fbbt"])):
-        live = [i for i in ids if ont.resolve(i) and not ont.is_obsolete(ont.resolve(i))]
+        live = [i for i in ids if (tid := ont.resolve(i)) and not ont.is_obsolete(tid)]
         missing = sorted(set(ids) - set(live))
         print(f"- {label}: {len(ids)} distinct, {len(live)} resolve to live terms, missing {len(missing)}: "
               f"{', '.join(missing)}")
@@ -114,7 +115,7 @@ def eligible(ont: Ontology) -> list[tuple[str, str]]:
     return out
 
 
-def draw(cands: list[tuple[str, str]], sample: int | None, seed: int, avoid: set[str] = frozenset()
+def draw(cands: list[tuple[str, str]], sample: int | None, seed: int, avoid: frozenset[str] | set[str] = frozenset()
          ) -> list[tuple[str, str]]:
     """A seeded sample (all when ``sample`` is None), of synonyms whose terms are not in ``avoid``."""
     pool = [c for c in cands if c[1] not in avoid]
@@ -155,8 +156,8 @@ def synonym_holdout(ont: Ontology, queries: list[tuple[str, str]], reading: str,
     lat = []
     misses = []
     for k, batch in enumerate(batches(queries, reading)):
-        drop = ({tid: None for _, tid in batch} if reading == "strict" else
-                {tid: {normalise(text)} for text, tid in batch})
+        drop: dict[str, set[str] | None] = (
+            {tid: None for _, tid in batch} if reading == "strict" else {tid: {normalise(text)} for text, tid in batch})
         svc = holdout_service(ont, drop, tmp / f"{ont.name}-{reading}-{k}")
         for text, tid in batch:
             t0 = time.perf_counter()
@@ -209,8 +210,8 @@ def main() -> None:
     ap.add_argument("--quality-only", action="store_true", help="Skip loading times, coverage, hidden sets, Wang")
     ap.add_argument("--json", type=Path, help="Also write the quality numbers (and the top-1 misses) here")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
         if args.quality_only:
             onts = {n: Ontology.load(args.data / FILES[n], n) for n in args.ontologies}   # the user cache
         else:

@@ -172,7 +172,8 @@ def store_ops(path: Path, n: int) -> dict[str, float]:
 
 async def drive(base: str, agents: int, seconds: float, genes: list, key: dict[str, list[str]]):
     await warm_up(base, genes[0])
-    stats, coverages = Stats(), {}
+    stats = Stats()
+    coverages: dict[str, dict] = {}
     deadline = time.monotonic() + seconds
     with stopwatch() as t:
         await asyncio.gather(*(agent(i, base, genes, key, stats, deadline, coverages) for i in range(agents)))

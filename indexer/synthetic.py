@@ -203,8 +203,8 @@ class _Tables:
         self.n_words = v = len(words)
         strings: list[str] = []
         for cap in (False, True):
-            for p in _PUNCT:
-                strings += [(w[:1].upper() + w[1:] if cap else w) + p for w in words]
+            for punct in _PUNCT:
+                strings += [(w[:1].upper() + w[1:] if cap else w) + punct for w in words]
         self.extra0 = len(strings)
         strings += _EXTRAS
         self.mention0 = len(strings)

@@ -12,9 +12,9 @@ with code ``unreachable``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpx
 from pydantic import BaseModel
@@ -446,7 +446,8 @@ class AsyncClient(_Endpoints):
         sections = list(sections) if sections is not None else None
         cursor = None
         while True:
-            page = await self.get_paper(pmcid, sections, max_chars, cursor, collection)
+            # the endpoint methods are shared with the sync client; here each returns an awaitable
+            page = await cast(Awaitable[PaperText], self.get_paper(pmcid, sections, max_chars, cursor, collection))
             yield page
             if not page.next_cursor:
                 return
