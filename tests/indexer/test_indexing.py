@@ -63,8 +63,8 @@ def test_killed_run_keeps_old_index_and_rerun_resumes_to_same_counts(tmp_path: P
     current = (data / "collections" / "default" / "CURRENT").read_text()
 
     big = str(corpus_dir / "big" / "corpus.jsonl")
-    cmd = [sys.executable, "-m", "search.cli.main", "index", "corpus", big, "--data-dir", str(data), "--commit-every", "100",
-           "--json"]
+    cmd = [sys.executable, "-m", "search.cli.main", "index", "corpus", big, "--data-dir", str(data),
+           "--commit-every", "100", "--json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
     builds = data / "collections" / "default" / "builds"
     deadline = time.time() + 120
@@ -85,5 +85,6 @@ def test_killed_run_keeps_old_index_and_rerun_resumes_to_same_counts(tmp_path: P
     assert code == 0, out
     assert "resumed" in out
     code, fresh, _ = run_index(big, "--data-dir", str(tmp_path / "fresh"))
-    assert (resumed["read"], resumed["indexed"], resumed["rejected"]) == (fresh["read"], fresh["indexed"], fresh["rejected"])
+    counts = ("read", "indexed", "rejected")
+    assert [resumed[k] for k in counts] == [fresh[k] for k in counts]
     assert eng.stats().papers == fresh["indexed"] == 1000

@@ -10,11 +10,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from indexer.synthetic import (SyntheticConfig, answer_key, bundled_genes, generate, read_genes_tsv, sample_command,
-                               write_corpus)
-from search.text.analysis import symbol_tokens
+from indexer.synthetic import (
+    SyntheticConfig,
+    answer_key,
+    bundled_genes,
+    generate,
+    read_genes_tsv,
+    sample_command,
+    write_corpus,
+)
 from search.core.errors import InputError, InvalidRequest
 from search.core.models import Paper
+from search.text.analysis import symbol_tokens
 
 SMALL = dict(n_papers=120, words_per_paper=1200, seed=11, vocabulary=5000)
 

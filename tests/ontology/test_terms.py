@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from search.engines.embedded.terms import TermIndex
 from search.core.errors import InputError, InvalidRequest, NotFound
 from search.core.models import Synonym, Term
+from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
 from search.ontology.service import RerankModel, TermService
 
@@ -65,7 +65,8 @@ def test_obsolete_excluded_by_default(svc):
 
 def test_synonym_scope_weights(tmp_path):
     index = TermIndex(tmp_path)
-    terms = [Term(id="X:1", ontology="x", name="alpha structure", synonyms=[Synonym(text="zeta body", scope="RELATED")]),
+    terms = [Term(id="X:1", ontology="x", name="alpha structure",
+                  synonyms=[Synonym(text="zeta body", scope="RELATED")]),
              Term(id="X:2", ontology="x", name="beta structure", synonyms=[Synonym(text="zeta body", scope="EXACT")]),
              Term(id="X:3", ontology="x", name="gamma structure", synonyms=[Synonym(text="zeta body", scope="NARROW")])]
     assert index.write("x", terms) == 3
@@ -163,8 +164,8 @@ def test_resolver_prefers_the_named_term(svc):
 def test_api_endpoints(data_dir):
     from search.api.app import create_app
     from search.core.config import Settings
-    from search.text.lexicon import Lexicon
     from search.core.models import Gene
+    from search.text.lexicon import Lexicon
 
     Lexicon([Gene(id="FBgn0000490", symbol="dpp", fullname="decapentaplegic")]).save(data_dir / "lexicon.tsv")
     c = TestClient(create_app(Settings(data_dir=data_dir)))
@@ -186,9 +187,11 @@ def test_api_endpoints(data_dir):
     assert c.get("/v1/flyaoc/get_term_children", params={"term_id": "GO:0043226"}).json()["children_count"] == 2
     assert c.get("/v1/terms/resolve", params={"text": "compound eye morphogenesis"}).json()[0]["id"] == "GO:0001745"
     # inside a session its hidden terms apply without any request parameter, and the call is traced
-    sid = c.post("/v1/sessions", json={"gene": "dpp", "hidden_terms": {"set": "flyaoc", "descendants": True}}).json()["id"]
+    hidden = {"set": "flyaoc", "descendants": True}
+    sid = c.post("/v1/sessions", json={"gene": "dpp", "hidden_terms": hidden}).json()["id"]
     in_session = {"X-Session-Id": sid}
-    found = c.get("/v1/flyaoc/search_go_terms", params={"query": "compound eye morphogenesis"}, headers=in_session).json()
+    found = c.get("/v1/flyaoc/search_go_terms", params={"query": "compound eye morphogenesis"},
+                  headers=in_session).json()
     assert "GO:0001745" not in [t["go_id"] for t in found] and "GO:0048749" in [t["go_id"] for t in found]
     assert c.get("/v1/terms/GO:0001745", headers=in_session).json()["error"]["code"] == "term_hidden"
     assert [e["tool"] for e in c.get(f"/v1/sessions/{sid}/trace").json()["events"]][-2:] == \

@@ -88,7 +88,7 @@ def _vectors(data_dir) -> dict:
                                                                   .read_text())["build"] / "dense"
     index = faiss.read_index(str(folder / "index.faiss"))
     ids = [r[0] for r in json.loads((folder / "ids.json").read_text())]
-    return dict(zip(ids, index.reconstruct_n(0, len(ids))))
+    return dict(zip(ids, index.reconstruct_n(0, len(ids)), strict=True))
 
 
 def _passage_count() -> int:

@@ -28,7 +28,8 @@ from search.text.lexicon import Lexicon
 
 from helpers import PAPERS, LiveServer, build_index
 
-FORGED = json.loads((Path(__file__).parents[1] / "fixtures" / "bad_inputs" / "cursors" / "forged_cursors.json").read_text())
+FORGED = json.loads((Path(__file__).parents[1] / "fixtures" / "bad_inputs" / "cursors" / "forged_cursors.json")
+                    .read_text())
 LONG = "PMC100004"  # several pages at max_chars=200
 
 

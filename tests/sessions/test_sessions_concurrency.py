@@ -58,7 +58,7 @@ class Servers:
                 stderr=subprocess.STDOUT))
             self.urls.append(f"http://127.0.0.1:{port}")
         deadline = time.monotonic() + 120
-        for url, proc in zip(self.urls, self.procs):
+        for url, proc in zip(self.urls, self.procs, strict=True):
             while True:
                 if proc.poll() is not None:
                     raise RuntimeError(f"server {url} exited: {(log_dir / 'server0.log').read_text()[-2000:]}")
@@ -134,7 +134,7 @@ def fifty_concurrent_distinct_reads_spend_exactly_the_budget(servers: Servers):
     refused = [r.json()["error"] for r in res if r.status_code == 409]
     assert {e["code"] for e in refused} == {"budget_exhausted"}
     assert {e["message"] for e in refused} == {f"Paper limit reached ({BUDGET}/{BUDGET}). Submit your annotations."}
-    won = {p for p, r in zip(pmcids, res) if r.status_code == 200}
+    won = {p for p, r in zip(pmcids, res, strict=True) if r.status_code == 200}
     # every server answered some of the calls, and the store agrees with what the clients saw
     assert {servers.urls[i % N_SERVERS] for i in range(N_PAPERS)} == set(servers.urls)
     s = httpx.get(f"{servers.urls[1]}/v1/sessions/{sid}", timeout=30).json()

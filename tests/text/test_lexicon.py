@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from search.core.errors import InputError, NotFound
-from search.text.lexicon import Lexicon, fullname_from_summary
 from search.core.models import Gene
+from search.text.lexicon import Lexicon, fullname_from_summary
 
 FB_SYNONYM = """## FlyBase synonym table
 ##primary_FBid\torganism_abbreviation\tcurrent_symbol\tcurrent_fullname\tfullname_synonym(s)\tsymbol_synonym(s)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
-from search.text.passages import abstract_paragraphs, sentence_spans, split_paragraph, split_passages
 from search.core.models import Paper, Section
+from search.text.passages import abstract_paragraphs, sentence_spans, split_paragraph, split_passages
 
 
 def _paragraph_of(paper: Paper, passage) -> str:
@@ -59,7 +60,7 @@ def test_long_paragraph_pieces_cover_every_word_in_order():
         pieces = split_paragraph(para, max_words=50)
         words = [w for a, b in pieces for w in para[a:b].split()]
         assert words == para.split()
-        assert all(b1 <= a2 for (_, b1), (a2, _) in zip(pieces, pieces[1:]))
+        assert all(b1 <= a2 for (_, b1), (a2, _) in itertools.pairwise(pieces))
         assert all(len(para[a:b].split()) <= 50 for a, b in pieces)  # every sentence here is under 50 words
 
 
