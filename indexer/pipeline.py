@@ -1,6 +1,7 @@
 """The indexing run: sources → validated papers → passages → an engine build, with nothing lost.
 
-Every input record ends up either in the index or as a line of the rejects report (JSONL of ``search.core.models.Reject``).
+Every input record ends up either in the index or as a line of the rejects report (JSONL of
+``search.core.models.Reject``).
 The run commits every ``commit_every`` records together with its resume state (records consumed, counters, the
 pmcids seen and the rejects file length), so a killed run continues where it committed; adds are upserts, so records
 after the last commit are simply added again. The new index becomes visible only when the whole run publishes.
@@ -15,13 +16,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from indexer.sources import IdMap, count_records, iter_records
 from search.core.config import Settings
-from search.engines import BuildRefused, open_engine, storage_error
 from search.core.errors import InputError, Unavailable
 from search.core.models import IndexSummary, Reject
+from search.engines import BuildRefused, open_engine, storage_error
 from search.text.passages import split_passages
-
-from indexer.sources import IdMap, count_records, iter_records
 
 log = logging.getLogger("flysift.indexer")
 

@@ -24,9 +24,9 @@ import re
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from pathlib import Path
 
 import fastobo
@@ -219,7 +219,7 @@ def _encode(d: dict, sha256: str) -> dict:
     syns = d["synonyms"]
     out["synonyms"] = {"n": [len(v) for v in syns], "text": [t for v in syns for t, _ in v],
                        "scope": [s for v in syns for _, s in v]}
-    child, rel, parent, qual = zip(*d["edges"]) if d["edges"] else ((), (), (), ())
+    child, rel, parent, qual = zip(*d["edges"], strict=True) if d["edges"] else ((), (), (), ())
     out["edges"] = {"child": list(child), "rel": list(rel), "parent": list(parent), "qualified": list(qual)}
     return out
 
@@ -246,9 +246,10 @@ def _decode(data: object) -> tuple[dict, str]:
         syn = data["synonyms"]
         if len(syn["text"]) != len(syn["scope"]):
             raise ValueError("synonym texts and scopes differ in length")
-        cols["synonyms"] = _grouped(syn["n"], zip(syn["text"], syn["scope"]), len(syn["text"]))
+        cols["synonyms"] = _grouped(syn["n"], zip(syn["text"], syn["scope"], strict=True), len(syn["text"]))
         e = data["edges"]
-        edges = list(zip(e["child"], e["rel"], e["parent"], e["qualified"]))
+        # lengths are checked just below, with the loader's own message
+        edges = list(zip(e["child"], e["rel"], e["parent"], e["qualified"], strict=False))
         if any(len(e[k]) != len(edges) for k in ("child", "rel", "parent", "qualified")) or \
                 (edges and not 0 <= min(e["child"]) <= max(e["child"]) < n):
             raise ValueError("malformed edges")
@@ -610,7 +611,7 @@ class WangSimilarity:
             row = {n: k for k, n in enumerate(nodes)}
             cols: dict[int, int] = {}
             entries = [(row[n], cols.setdefault(t, len(cols)), v) for n in nodes for t, v in self.svalues(n).items()]
-            r, c, v = (np.array(x) for x in zip(*entries))
+            r, c, v = (np.array(x) for x in zip(*entries, strict=True))
             s = np.zeros((len(nodes), len(cols)))
             s[r, c] = v
             ind = (s > 0).astype(float)

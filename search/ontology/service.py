@@ -23,16 +23,25 @@ from typing import Any, Literal
 import regex
 from pydantic import BaseModel, Field
 
+from search.core.errors import IndexMissing, InvalidRequest, NotFound
+from search.core.models import Term, TermHit
+from search.core.names import check_ontology, is_valid, lookup
 from search.engines import TermEngine, open_local
+from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
+from search.ontology.model import (
+    GO_ASPECTS,
+    IS_A,
+    KNOWN,
+    RELATION_SETS,
+    SUFFIX,
+    Ontology,
+    read_json,
+    spec_for_id,
+    write_json_atomic,
+)
 from search.text import analysis
 from search.text.analysis import CANONICAL, canonical_label, stem  # CANONICAL: for a one-pass pre-check
 from search.text.term_search import id_query
-from search.core.errors import IndexMissing, InvalidRequest, NotFound
-from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
-from search.core.models import Term, TermHit
-from search.core.names import check_ontology, is_valid, lookup
-from search.ontology.model import (GO_ASPECTS, IS_A, KNOWN, RELATION_SETS, SUFFIX, Ontology, read_json,
-                             spec_for_id, write_json_atomic)
 
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
@@ -58,7 +67,8 @@ class TermLookup(BaseModel):
     id: str
     note: str | None = None
     term: Term
-    replacements: list[TermRef] = Field(default_factory=list, description="replaced_by then consider, for obsolete terms")
+    replacements: list[TermRef] = Field(default_factory=list,
+                                        description="replaced_by then consider, for obsolete terms")
     children_count: int = Field(0, description="Visible direct is_a children")
 
 
@@ -109,6 +119,8 @@ class TermService:
         self._onts: dict[str, tuple[int, Ontology]] = {}
         self._lex: dict[str, tuple[Ontology, RerankModel]] = {}
         self._lock = threading.Lock()
+        # per service: a class-level lru_cache would key on (and keep alive) every service ever made
+        self._hidden = lru_cache(maxsize=64)(self._expand_hidden)
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
     def ontology_path(self, name: str) -> Path:
@@ -217,8 +229,8 @@ class TermService:
         rels = relations if isinstance(relations, str) else ",".join(relations)
         return self._hidden(ontology, self.ontology(ontology), ids, _bool(descendants), rels)
 
-    @lru_cache(maxsize=64)
-    def _hidden(self, name: str, ont: Ontology, ids: tuple[str, ...], descendants: bool, relations: str) -> HiddenSet:
+    def _expand_hidden(self, name: str, ont: Ontology, ids: tuple[str, ...], descendants: bool,
+                       relations: str) -> HiddenSet:
         return expand(ont, ids, descendants=descendants, relations=relations)
 
     @staticmethod
@@ -573,7 +585,7 @@ class RerankModel:
         n = max(1, len(d["names"]))
         self.idf = {t: math.log(1 + n / c) for t, c in df.items()}
         self.unknown_idf = math.log(1 + n)
-        for labels, weights in zip(self.labels, self.label_weights):
+        for labels, weights in zip(self.labels, self.label_weights, strict=True):
             for k, lab in enumerate(labels):
                 weights[k] = self.weight(lab)
         uses: Counter[tuple[str, ...]] = Counter()
@@ -661,9 +673,9 @@ class RerankModel:
             self.names_words = [list(map(word, islice(it, n))) for n in name_words]
             self.idf = state["idf"]
             self.unknown_idf = float(state["unknown_idf"])
-            sides = iter(zip(rhs, rhs_counts))
+            sides = iter(zip(rhs, rhs_counts, strict=True))
             self.rules = {tuple(k.split(" ")): [(tuple(r.split(" ")) if r else (), c) for r, c in islice(sides, n)]
-                          for k, n in zip(rules, rule_sizes)}
+                          for k, n in zip(rules, rule_sizes, strict=True)}
             self.initials = initials
             numbers = sum(weights) + sum(self.idf.values()) + sum(rhs_counts)   # a TypeError unless all numbers
         except (KeyError, TypeError, AttributeError) as e:
@@ -689,7 +701,7 @@ class RerankModel:
             nw = self.names_words[i]
             for j in range(len(nw) - len(letters) + 1):
                 window = nw[j:j + len(letters)]
-                if all(_subsequence(p, w) for p, w in zip(letters, window)):
+                if all(_subsequence(p, w) for p, w in zip(letters, window, strict=True)):
                     found[tuple(window)] += 1
         return [e for e, _ in found.most_common(ABBREV_EXPANSIONS)]
 

@@ -360,7 +360,7 @@ class DenseIndex:
             bits = np.packbits(mask, bitorder="little")
             params.sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bits))
         scores, rows = idx.index.search(vector, k, params=params)
-        return [(int(r), float(s)) for r, s in zip(rows[0], scores[0]) if r >= 0]
+        return [(int(r), float(s)) for r, s in zip(rows[0], scores[0], strict=True) if r >= 0]
 
     def _query_vector(self, idx: _Loaded, text: str) -> Any:
         return embed(load_model(idx.meta["model"]), [text])

@@ -12,17 +12,26 @@ from collections.abc import Callable, Iterable
 from typing import Literal, TypeVar
 
 from search.core.config import Settings
+from search.core.errors import InvalidRequest, LimitExceeded, PaperNotFound
+from search.core.models import (
+    ABSTRACT,
+    SECTION_TYPES,
+    Paper,
+    PaperHit,
+    PaperSearchResults,
+    PaperText,
+    PassageHit,
+    PassageSearchResults,
+    Section,
+)
+from search.core.names import PATTERNS, check_collection
+from search.core.query import EngineQuery, Filters
+from search.engines import Engine, open_engine
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
-from search.engines import Engine, open_engine
-from search.core.errors import InvalidRequest, LimitExceeded, PaperNotFound
 from search.retrieval.fusion import rrf
-from search.core.models import (ABSTRACT, SECTION_TYPES, Paper, PaperHit, PaperSearchResults, PaperText, PassageHit,
-                           PassageSearchResults, Section)
-from search.core.names import PATTERNS, check_collection
-from search.text.passages import split_passages
 from search.retrieval.planner import describe, gene_in_title, plan
-from search.core.query import EngineQuery, Filters
+from search.text.passages import split_passages
 
 COLLECTION_NAME = PATTERNS["collection"]   # one home: search.core.names (use fullmatch)
 VALID_SECTIONS = (ABSTRACT, *SECTION_TYPES)

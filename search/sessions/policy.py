@@ -27,8 +27,19 @@ from search.core.errors import InvalidRequest
 from search.core.models import Gene
 from search.flyaoc import groundtruth
 from search.ontology.model import Ontology
-from search.sessions.models import (MAX_NAME_CHARS, BudgetExhausted, Coverage, HiddenSpec, Reservation, Session,
-                                    SessionClosed, SessionCreate, SynonymPolicy, TraceEvent, new_session_id)
+from search.sessions.models import (
+    MAX_NAME_CHARS,
+    BudgetExhausted,
+    Coverage,
+    HiddenSpec,
+    Reservation,
+    Session,
+    SessionClosed,
+    SessionCreate,
+    SynonymPolicy,
+    TraceEvent,
+    new_session_id,
+)
 from search.text.lexicon import Lexicon
 
 #: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read)
