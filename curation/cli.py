@@ -148,7 +148,7 @@ def show_cmd(run_dir: Path, as_json: bool) -> None:
         click.echo(f"  {gid}: {err}")
 
 
-@curate.command("eval")
+@curate.command("eval", context_settings={"ignore_unknown_options": True})
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--ground-truth", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
