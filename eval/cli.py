@@ -117,3 +117,46 @@ def ir_cmd(collection_dir: Path, modes: tuple[str, ...], baselines: tuple[Path, 
                                      log=lambda m: click.echo(m, err=True))
     write_ir_report(result, out)
     click.echo(json.dumps({name: run for name, run in result["runs"].items()}, indent=1))
+
+
+@click.command("coverage")
+@click.option("--ground-truth", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="FlyAOC ground_truth*.jsonl (the curator-cited papers of each gene)")
+@click.option("--run-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A curate run directory: cited papers read / surfaced but not read / never surfaced (its traces)")
+@click.option("--ceiling", is_flag=True, help="Without any agent: rank of each in-corpus cited paper per synonym "
+                                             "policy, and recall at budgets 1..64 (asks the service at --url)")
+@click.option("--policy", "policies", multiple=True, default=("none", "snapshot", "full"), show_default=True,
+              type=click.Choice(("none", "snapshot", "registered", "full")))
+@click.option("--url", envvar="FLYSIFT_URL", default="http://127.0.0.1:8000", show_default=True)
+@click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Report directory: coverage.json, ceiling.md, ceiling.png")
+def coverage_cmd(ground_truth: Path, run_dir: Path | None, ceiling: bool, policies: tuple[str, ...], url: str,
+                 api_key: str | None, out: Path) -> None:
+    """Reference-coverage diagnostics: could an agent with budget B have seen the papers curators cited?"""
+    if run_dir is None and not ceiling:
+        raise click.UsageError("give --run-dir, --ceiling or both")
+    truth = load_ground_truth(ground_truth)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict = {}
+    if run_dir is not None:
+        rc = report["run"] = cov.run_coverage(truth, run_dir / "traces")
+        t, s = rc["totals"], rc["shares"]
+        click.echo(f"run {run_dir}: {rc['n_genes']} genes, {t['cited']} cited papers: read {t['read']} "
+                   f"({s['read']:.1%}), surfaced not read {t['surfaced_not_read']} ({s['surfaced_not_read']:.1%}), "
+                   f"never surfaced {t['never_surfaced']} ({s['never_surfaced']:.1%})")
+        for gid, row in rc["genes"].items():
+            click.echo(f"  {gid}: cited {row['cited']} read {len(row['read'])} surfaced-not-read "
+                       f"{len(row['surfaced_not_read'])} never {len(row['never_surfaced'])}")
+    if ceiling:
+        from search.client import Client
+
+        with Client(url, api_key=api_key, timeout=120) as client:
+            ce = report["ceiling"] = cov.retrieval_ceiling(client, truth, policies)
+        table = cov.ceiling_table(ce)
+        (out / "ceiling.md").write_text(table + "\n", encoding="utf-8")
+        cov.plot_ceiling(ce, out / "ceiling.png")
+        click.echo(f"retrieval ceiling: {ce['n_references']} in-corpus references of {ce['n_genes']} genes "
+                   f"(skipped {len(ce['skipped'])})\n{table}\nplot: {out / 'ceiling.png'}")
+    (out / "coverage.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

@@ -92,3 +92,125 @@ def coverage_from_predictions(truth: Mapping[str, GeneTruth], predictions: Mappi
     """Coverage when the only record of reading is the evidence PMCIDs the agent cited in its annotations."""
     read = {g: predictions[g].evidence_pmcids for g in genes if g in predictions}
     return coverage(truth, read, genes, "evidence fields of predictions")
+
+
+# ---- diagnostics: what an agent read, surfaced and never saw; what any agent could have seen -------------------------
+
+def _pmcid_of(returned_id: str) -> str:
+    """A trace's returned id as a paper: passage ids are ``PMCID:section:paragraph``; term ids are not papers."""
+    return returned_id.split(":", 1)[0] if returned_id.startswith("PMC") else returned_id
+
+
+def surfaced_pmcids_from_trace(events: Any) -> set[str]:
+    """Papers any call of the session returned (searches and reads alike)."""
+    if isinstance(events, dict):
+        events = events.get("events")
+    return {_pmcid_of(i) for ev in events or [] if isinstance(ev, dict) and not ev.get("error")
+            for i in ev.get("returned_ids") or [] if isinstance(i, str) and not i.startswith(("GO:", "FB"))}
+
+
+def run_coverage(truth: Mapping[str, GeneTruth], traces_dir: str | Path) -> dict[str, Any]:
+    """Per gene of the run (genes with a trace) and overall: the curator-cited papers the agent read, surfaced but
+    did not read, and never surfaced."""
+    traces_dir = Path(traces_dir)
+    genes, totals = {}, {"cited": 0, "read": 0, "surfaced_not_read": 0, "never_surfaced": 0}
+    for path in sorted(traces_dir.glob("*.json")):
+        gid = path.stem
+        if gid not in truth:
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        read = read_pmcids_from_trace(data, str(path))
+        surfaced = surfaced_pmcids_from_trace(data) | read
+        cited = truth[gid].cited_pmcids
+        row = {"cited": len(cited), "read": sorted(cited & read),
+               "surfaced_not_read": sorted((cited & surfaced) - read), "never_surfaced": sorted(cited - surfaced)}
+        genes[gid] = row
+        totals["cited"] += len(cited)
+        for k in ("read", "surfaced_not_read", "never_surfaced"):
+            totals[k] += len(row[k])
+    share = {k: (totals[k] / totals["cited"] if totals["cited"] else 0.0)
+             for k in ("read", "surfaced_not_read", "never_surfaced")}
+    return {"source": str(traces_dir), "n_genes": len(genes), "totals": totals, "shares": share, "genes": genes}
+
+
+#: budgets at which the retrieval ceiling is reported (FlyAOC's 1…32, and 64)
+CEILING_BUDGETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def retrieval_ceiling(client: Any, truth: Mapping[str, GeneTruth], policies: Iterable[str] = ("none", "snapshot",
+                      "full"), budgets: Iterable[int] = CEILING_BUDGETS, depth: int = 100) -> dict[str, Any]:
+    """Without any agent: for every gene, the rank of each in-corpus cited paper in a gene search (the symbol as
+    query, ``gene=`` under each synonym policy, in a session of that policy), and the recall of cited papers at
+    each budget. ``client`` is a ``search.client.Client``; searching spends no budget."""
+    from search.client import ClientError, NotFoundError
+
+    budgets = sorted(budgets)
+    present: dict[str, bool] = {}
+
+    def in_corpus(pmcid: str) -> bool:
+        if pmcid not in present:
+            try:
+                client.get_paper(pmcid, sections=["ABSTRACT"], max_chars=200)
+                present[pmcid] = True
+            except NotFoundError:
+                present[pmcid] = False
+        return present[pmcid]
+
+    per_gene: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    ranks: dict[str, list[int | None]] = {p: [] for p in policies}
+    for gid, t in truth.items():
+        refs = sorted(p for p in t.cited_pmcids if in_corpus(p))
+        if not refs:
+            continue
+        row: dict[str, Any] = {"symbol": t.gene_symbol, "references": refs, "ranks": {}}
+        try:
+            for pol in ranks:
+                session = client.create_session(gid, synonym_policy=pol, max_papers=1, label="coverage ceiling")
+                client.session_id = session.id
+                try:
+                    hits = client.search_papers(t.gene_symbol, limit=depth, gene=gid).hits
+                finally:
+                    client.close_session()
+                    client.session_id = None
+                order = {h.pmcid: n for n, h in enumerate(hits, start=1)}
+                row["ranks"][pol] = {p: order.get(p) for p in refs}
+                ranks[pol] += [order.get(p) for p in refs]
+        except ClientError as e:
+            skipped[gid] = f"{e.code}: {e.message}"
+            continue
+        per_gene[gid] = row
+    recall = {pol: {b: (sum(1 for r in rs if r is not None and r <= b) / len(rs) if rs else 0.0) for b in budgets}
+              for pol, rs in ranks.items()}
+    return {"policies": list(ranks), "budgets": budgets, "depth": depth, "n_genes": len(per_gene),
+            "n_references": len(next(iter(ranks.values()), [])), "recall": recall, "genes": per_gene,
+            "skipped": skipped}
+
+
+def ceiling_table(ceiling: dict[str, Any]) -> str:
+    """The recall-at-budget table as markdown."""
+    head = "| policy | " + " | ".join(f"@{b}" for b in ceiling["budgets"]) + " |"
+    rows = [f"| {pol} | " + " | ".join(f"{ceiling['recall'][pol][b]:.3f}" for b in ceiling["budgets"]) + " |"
+            for pol in ceiling["policies"]]
+    return "\n".join([head, "|---" * (len(ceiling["budgets"]) + 1) + "|", *rows])
+
+
+def plot_ceiling(ceiling: dict[str, Any], path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for pol in ceiling["policies"]:
+        ax.plot(ceiling["budgets"], [ceiling["recall"][pol][b] for b in ceiling["budgets"]], marker="o", label=pol)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ceiling["budgets"], [str(b) for b in ceiling["budgets"]])
+    ax.set_xlabel("reading budget (papers, best-ranked first)")
+    ax.set_ylabel("recall of curator-cited papers")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Retrieval ceiling ({ceiling['n_references']} references, {ceiling['n_genes']} genes)")
+    ax.legend(title="synonym policy")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
