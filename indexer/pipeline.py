@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from indexer.sources import IdMap, count_records, iter_records
 from search.core.config import Settings
@@ -68,6 +69,7 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
         log.info("resuming build %s after %d records", build.id, consumed)
 
     def reject(r: Reject) -> None:
+        assert rejects is not None  # opened before the first record is read
         rejects.write((r.model_dump_json() + "\n").encode())
         counts["rejected"] += 1
         if not first_reject:
@@ -80,10 +82,11 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
         for failure in build.failures:  # papers the engine refused (a cluster's mapping conflicts)
             reject(failure)
         build.failures.clear()
+        assert rejects is not None
         rejects.flush()
         build.commit({"consumed": n, **counts, "seen": sorted(seen), "rejects_bytes": rejects.tell()})
 
-    rejects = None
+    rejects: BinaryIO | None = None
     n = 0
     try:
         rejects_path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,8 +101,7 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
                 warn(f"{item.source}, record {item.record}: {w}")
             if item.reject is not None:
                 reject(item.reject)
-            else:
-                paper = item.paper
+            elif (paper := item.paper) is not None:  # a source item is a paper or a reject
                 if paper.pmcid in seen:
                     counts["duplicates"] += 1
                     warn(f"{item.source}, record {item.record}: duplicate pmcid {paper.pmcid}; the last one wins")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel
@@ -111,6 +111,15 @@ def _transport_error(base_url: str, exc: httpx.TransportError) -> Unavailable:
     code = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
     return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); "
                              "check that the service runs and the URL is right, then retry.", status=None)
+
+
+_T = TypeVar("_T")
+
+
+def awaited(call: _T) -> Awaitable[_T]:
+    """``await awaited(async_client.get_paper(…))``: the endpoint methods are shared by both clients and annotated
+    with their results, which ``AsyncClient`` returns through an awaitable; this says so to the type checker."""
+    return cast(Awaitable[_T], call)
 
 
 # ---- requests -------------------------------------------------------------------------------------------------------
@@ -446,8 +455,7 @@ class AsyncClient(_Endpoints):
         sections = list(sections) if sections is not None else None
         cursor = None
         while True:
-            # the endpoint methods are shared with the sync client; here each returns an awaitable
-            page = await cast(Awaitable[PaperText], self.get_paper(pmcid, sections, max_chars, cursor, collection))
+            page = await awaited(self.get_paper(pmcid, sections, max_chars, cursor, collection))
             yield page
             if not page.next_cursor:
                 return

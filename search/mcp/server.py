@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from search.client import AsyncClient, ClientError
+from search.client import AsyncClient, ClientError, awaited
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
 from search.ontology.hidden import hidden_query
 from search.sessions.models import Session
@@ -115,7 +115,7 @@ class SessionTools:
             return error(msg, "invalid_request")
 
         async def work() -> str:
-            res = await self.api.search_papers(query, limit=limit, gene=gene)
+            res = await awaited(self.api.search_papers(query, limit=limit, gene=gene))
             hits = [{"pmcid": h.pmcid, "title": h.title, "abstract": h.abstract[:ABSTRACT_CHARS],
                      "relevance_score": round(h.score, 2), "gene_in_title": h.gene_in_title, "year": h.year}
                     for h in res.hits if h.score > 0]
@@ -138,8 +138,8 @@ class SessionTools:
 
         async def work() -> str:
             filters = {k: v for k, v in {"pmcids": pmcids, "section_types": sections}.items() if v}
-            res = await self.api.search_passages(query, limit=limit, filters=filters or None, snippets=False,
-                                                 gene=gene)
+            res = await awaited(self.api.search_passages(query, limit=limit, filters=filters or None, snippets=False,
+                                                         gene=gene))
             return fit([{"passage_id": h.passage_id, "pmcid": h.pmcid, "section_type": h.section_type,
                          "text": h.text, "start": h.start, "end": h.end, "score": round(h.score, 2)}
                         for h in res.hits])
@@ -171,7 +171,8 @@ class SessionTools:
                              "(or omit sections for the whole paper).", "invalid_request")
 
         async def work() -> str:
-            page = await self.api.get_paper(pmcid.strip(), sections=wanted, max_chars=max_chars, cursor=cursor)
+            page = await awaited(self.api.get_paper(pmcid.strip(), sections=wanted, max_chars=max_chars,
+                                                    cursor=cursor))
             return dumps(paper_record(page, ignored))
 
         return await self._call(work)
@@ -183,7 +184,8 @@ class SessionTools:
 
         async def work() -> str:
             hidden = self.hidden if ontology == "go" else {}
-            return fit(await self.api.flyaoc_search_terms(ontology, query, aspect=aspect, limit=limit, **hidden))
+            return fit(await awaited(self.api.flyaoc_search_terms(ontology, query, aspect=aspect, limit=limit,
+                                                                  **hidden)))
 
         return await self._call(work)
 
@@ -229,7 +231,7 @@ class SessionTools:
         async def work() -> str:
             hidden = self.hidden if term_id.strip().startswith("GO:") else {}
             try:
-                return dumps(await self.api.flyaoc_term_children(term_id, limit=limit, **hidden))
+                return dumps(await awaited(self.api.flyaoc_term_children(term_id, limit=limit, **hidden)))
             except ClientError as exc:  # FlyAOC's own body ({term_id, error}) when the service gives it
                 if isinstance(exc.details.get("flyaoc"), dict):
                     return dumps(exc.details["flyaoc"])
@@ -245,14 +247,14 @@ class SessionTools:
         """Register names of the gene you found, so that searches with gene= also match them (when the session's
         synonym policy is 'registered'). Registering does not submit them as synonyms."""
         async def work() -> str:
-            return dumps(await self.api.register_names([names] if isinstance(names, str) else names))
+            return dumps(await awaited(self.api.register_names([names] if isinstance(names, str) else names)))
 
         return await self._call(work)
 
     async def get_budget(self) -> str:
         """How much of the reading budget is used and left, and which papers were read."""
         async def work() -> str:
-            s = await self.api.get_session()
+            s = await awaited(self.api.get_session())
             return dumps({"used": s.budget_used, "max_papers": s.max_papers, "left": s.budget_left,
                           "budget_policy": s.budget_policy, "papers_read": s.papers_read, "status": s.status})
 
@@ -278,7 +280,7 @@ class SessionTools:
                              "invalid_request")
 
         async def work() -> str:
-            report = await self.api.submit(prediction)
+            report = await awaited(self.api.submit(prediction))
             return dumps(report.model_dump(include={"valid", "errors", "warnings", "annotation_count"}))
 
         return await self._call(work)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import islice
 from pathlib import Path
+from typing import Literal
 
 import fastobo
 import numpy as np
@@ -53,7 +54,8 @@ RELATION_SETS: dict[str, tuple[str, ...] | None] = {
     "regulates": (IS_A, PART_OF) + REGULATES, "all": None,
 }
 
-GO_ASPECTS = {"biological_process": "P", "molecular_function": "F", "cellular_component": "C"}
+GO_ASPECTS: dict[str, Literal["P", "F", "C"]] = {"biological_process": "P", "molecular_function": "F",
+                                                  "cellular_component": "C"}
 SCOPES = ("EXACT", "NARROW", "BROAD", "RELATED")
 
 
@@ -323,7 +325,7 @@ class Ontology:
         """Build from :class:`Term` models (the shape engines receive); is_a qualifiers are not represented."""
         cols: dict[str, list] = {k: [] for k in ("ids", "names", "namespaces", "defs", "synonyms", "alt_ids",
                                                    "obsolete", "replaced_by", "consider")}
-        edges = []
+        edges: list[tuple[int, str, str, bool]] = []
         for idx, t in enumerate(terms):
             for key, val in (("ids", t.id), ("names", t.name), ("namespaces", t.namespace), ("defs", t.definition),
                              ("synonyms", tuple((s.text, s.scope) for s in t.synonyms)),

@@ -325,7 +325,8 @@ class TermService:
 
     def _relations(self, ont: Ontology, relations: str | Iterable[str] | None) -> list[str]:
         rels = ont.expand_relations(relations)
-        unknown = [r for r in rels if r not in ont.relations and r not in RELATION_SETS["hierarchy"]]
+        hierarchy = RELATION_SETS["hierarchy"] or ()
+        unknown = [r for r in rels if r not in ont.relations and r not in hierarchy]
         if unknown:
             raise InvalidRequest(f"relations: unknown {unknown}",
                                  details={"field": "relations", "valid": sorted(RELATION_SETS) + ont.relations})
@@ -600,10 +601,10 @@ class RerankModel:
         # "Rad50 complex assembly" is "Mre11 complex assembly" because "Rad50 complex" is a synonym of "Mre11 complex"
         rare = RULE_STOP_DF * n / 10
         for nw, syns_raw in raw:
-            for sw in map(tuple, syns_raw):
-                if 1 <= len(sw) <= PHRASE_MAX and (len(sw) > 1 or df.get(stem(sw[0]), 0) <= rare) and \
-                        stems(sw) != stems(nw):
-                    known = self.rules.setdefault(sw, [])
+            for phrase in map(tuple, syns_raw):
+                if 1 <= len(phrase) <= PHRASE_MAX and (len(phrase) > 1 or df.get(stem(phrase[0]), 0) <= rare) and \
+                        stems(phrase) != stems(nw):
+                    known = self.rules.setdefault(phrase, [])
                     if len(known) < 2 and all(r != tuple(nw) for r, _ in known):
                         known.append((tuple(nw), 0))   # count 0: a synonym phrase, not a learned rule
         self.max_lhs = max((len(k) for k in self.rules), default=0)

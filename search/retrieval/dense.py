@@ -192,7 +192,7 @@ def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size
         st = load_model(name)
         dim = _dimension(st)
         partial = build_dir / PARTIAL_DIR
-        state = {"build": build, "model": name, "dim": dim, "done": 0, "chunks": 0}
+        state: dict[str, Any] = {"build": build, "model": name, "dim": dim, "done": 0, "chunks": 0}
         if resume and (partial / "state.json").exists():
             old = json.loads((partial / "state.json").read_text())
             if all(old.get(k) == state[k] for k in ("build", "model", "dim")):

@@ -191,20 +191,20 @@ class SearchService:
                 parts += [(si, sec, p) for p in sec.paragraphs]
         total = sum(len(t) for _, _, t in parts)
         signer = self.cursors()
-        bound = {"reader": reader, "collection": collection, "pmcid": paper.pmcid, "sections": wanted}
-        start_part, start_char = signer.decode(cursor, len(parts), **bound) if cursor is not None else (0, 0)
+        start_part, start_char = (0, 0) if cursor is None else signer.decode(
+            cursor, len(parts), reader=reader, collection=collection, pmcid=paper.pmcid, sections=wanted)
         out_sections: list[Section] = []
         abstract: str | None = None if not want_abstract else ""
         used, i, ch = 0, start_part, start_char
         last_si = None
         while i < len(parts) and used < max_chars:
-            si, sec, text = parts[i]
+            si, part_section, text = parts[i]
             piece = text[ch:ch + (max_chars - used)]
-            if si == 0:
+            if part_section is None:  # the abstract (part 0)
                 abstract = (abstract or "") + piece
             else:
                 if si != last_si:
-                    out_sections.append(Section(type=sec.type, title=sec.title, paragraphs=[]))  # type: ignore[union-attr]
+                    out_sections.append(Section(type=part_section.type, title=part_section.title, paragraphs=[]))
                     last_si = si
                 out_sections[-1].paragraphs.append(piece)
             used += len(piece)
@@ -212,7 +212,8 @@ class SearchService:
                 ch += len(piece)
             else:
                 i, ch = i + 1, 0
-        next_cursor = signer.encode(i, ch, **bound) if i < len(parts) else None
+        next_cursor = signer.encode(i, ch, reader=reader, collection=collection, pmcid=paper.pmcid,
+                                    sections=wanted) if i < len(parts) else None
         return PaperText(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
                          title=paper.title, abstract=abstract if want_abstract else None, sections=out_sections,
                          next_cursor=next_cursor, total_chars=total)
