@@ -76,7 +76,8 @@ def storage_error(exc: BaseException, path: Path | str) -> StorageError | None:
         code, detail = int(m.group(1)), str(exc)[:200]
     else:
         return None
-    where = f"Cannot write {path}: {detail}" + (f" ({errno.errorcode[code]})" if code in errno.errorcode else "")
+    symbol = errno.errorcode.get(code) if code is not None else None
+    where = f"Cannot write {path}: {detail}" + (f" ({symbol})" if symbol else "")
     if code in _FULL:
         return StorageError(f"{where}. The disk is full: free space there (failed builds have been removed) or "
                             f"set --data-dir / FLYSIFT_DATA_DIR to a disk with room.", code="storage_full",

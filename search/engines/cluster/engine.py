@@ -337,7 +337,7 @@ class ClusterEngine:
     @staticmethod
     def _matched(hit: dict[str, Any], query: EngineQuery) -> list[str]:
         names = hit.get("matched_queries") or []
-        return [c.name for c in query.named() if c.name in names]
+        return [c.name for c in query.named() if c.name is not None and c.name in names]
 
     def _paper_hit(self, h: dict[str, Any], query: EngineQuery) -> PaperHit:
         s, hl = h["_source"], h.get("highlight", {})

@@ -26,7 +26,8 @@ def _has_tokens(clause: Clause) -> bool:
 def compile_query(query: EngineQuery, fields: dict[str, float], section_field: str) -> dict[str, Any]:
     """The engine-neutral query as query DSL: optional clauses OR-ed (at least one must match when present),
     required clauses must match, filters do not score. Mirrors ``EmbeddedEngine._compile``."""
-    shoulds, musts = [], []
+    shoulds: list[dict[str, Any]] = []
+    musts: list[dict[str, Any]] = []
     for clause in query.clauses:
         if _has_tokens(clause):
             (musts if clause.required else shoulds).append(_clause(clause, fields))
@@ -34,7 +35,8 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         musts.append(shoulds[0] if len(shoulds) == 1 else {"bool": {"should": shoulds}})
     if not musts:
         return {"match_none": {}}
-    f, filters = query.filters, []
+    f = query.filters
+    filters: list[dict[str, Any]] = []
     if f.year_from is not None or f.year_to is not None:
         bounds = {k: v for k, v in (("gte", f.year_from), ("lte", f.year_to)) if v is not None}
         filters.append({"range": {"year": bounds}})

@@ -77,6 +77,10 @@ class Transport:
         tls: dict[str, Any] = {"verify_certs": settings.cluster_verify_certs}
         if settings.cluster_ca_file:
             tls["ca_certs"] = str(settings.cluster_ca_file)
+        # the official clients of the two flavours share no base class: typed by what this class calls on them
+        self.client: Any
+        self._api_error: Any
+        self._down_error: Any
         if self.flavour == "elasticsearch":
             import elastic_transport
             from elasticsearch import ApiError, Elasticsearch

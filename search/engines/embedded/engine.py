@@ -159,6 +159,11 @@ def _read_meta(meta_file: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
+def _total(res: tantivy.SearchResult) -> int:
+    """The hit count of a search made with ``count=True`` (tantivy's type stub lacks ``SearchResult.count``)."""
+    return res.count  # type: ignore[attr-defined]
+
+
 def _current_build(collection_dir: Path) -> str | None:
     meta = _read_meta(collection_dir / "CURRENT")
     return meta.get("build") if meta else None
@@ -252,11 +257,18 @@ class EmbeddedBuild:
             if meta is None or meta.get("status") != "published":
                 shutil.rmtree(folder, ignore_errors=True)
 
+    def _writers(self) -> tuple[tantivy.IndexWriter, tantivy.IndexWriter, sqlite3.Connection]:
+        """The papers and passages writers and the paper store, open from ``__init__`` until ``_release``, so
+        always there inside a ``_guarded`` method."""
+        assert self._pw is not None and self._sw is not None and self._db is not None
+        return self._pw, self._sw, self._db
+
     @_guarded
     def add(self, paper: Paper, passages: list[Passage]) -> None:
-        self._pw.delete_documents_by_term("pmcid", paper.pmcid)
-        self._sw.delete_documents_by_term("pmcid", paper.pmcid)
-        self._db.execute("INSERT OR REPLACE INTO papers VALUES (?, ?)",
+        pw, sw, db = self._writers()
+        pw.delete_documents_by_term("pmcid", paper.pmcid)
+        sw.delete_documents_by_term("pmcid", paper.pmcid)
+        db.execute("INSERT OR REPLACE INTO papers VALUES (?, ?)",
                          (paper.pmcid, zlib.compress(paper.model_dump_json(exclude_none=True).encode(), 3)))
         head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
         doc = tantivy.Document(pmcid=paper.pmcid, head=head.model_dump_json(exclude_none=True).encode())
@@ -267,20 +279,21 @@ class EmbeddedBuild:
             doc.add_text("section_types", st)
         if paper.year is not None:
             doc.add_integer("year", paper.year)
-        self._pw.add_document(doc)
+        pw.add_document(doc)
         for p in passages:
             pd = tantivy.Document(id=p.id, pmcid=p.pmcid, section_type=p.section_type, text_w=p.text, text_s=p.text,
                                   doc=p.model_dump_json(exclude_none=True).encode())
             if p.year is not None:
                 pd.add_integer("year", p.year)
-            self._sw.add_document(pd)
+            sw.add_document(pd)
 
     @_guarded
     def commit(self, state: dict[str, Any]) -> None:
         """Make everything added so far durable, together with the caller's resume state."""
-        self._db.commit()
-        self._pw.commit()
-        self._sw.commit()
+        pw, sw, db = self._writers()
+        db.commit()
+        pw.commit()
+        sw.commit()
         self.state = state
         self._meta["state"] = state
         _write_json_atomic(self.path / "build.json", self._meta)
@@ -309,16 +322,17 @@ class EmbeddedBuild:
     def publish(self, *, allow_shrink: bool = False) -> None:
         """Swap ``CURRENT`` to this build, then drop builds older than the previous one. A build the publish guard
         refuses (``BuildRefused``) stays open: add more, publish with ``allow_shrink``, or abort it."""
-        self._db.commit()
-        self._pw.commit()
-        self._sw.commit()
+        pw, sw, db = self._writers()
+        db.commit()
+        pw.commit()
+        sw.commit()
         indexed, live = self.count(), self.live_count()
         if refusal := publish_refusal(indexed, live, min_share=self.min_publish_share, allow_shrink=allow_shrink):
             raise BuildRefused(f"Build {self.id} of collection {self._dir.name!r} was not published: {refusal}.",
                                details={"build": self.id, "indexed": indexed, "live": live,
                                         "min_share": self.min_publish_share})
-        self._pw.wait_merging_threads()
-        self._sw.wait_merging_threads()
+        pw.wait_merging_threads()
+        sw.wait_merging_threads()
         self._meta.update(status="published", published=time.time())
         _write_json_atomic(self.path / "build.json", self._meta)
         _write_json_atomic(self._dir / "CURRENT", {"build": self.id})
@@ -423,6 +437,7 @@ class EmbeddedEngine:
                             raise
                         st = current.stat()
                         key = (st.st_mtime_ns, st.st_ino)
+        assert self._reader is not None  # opened above, or the last attempt raised
         return self._reader
 
     def has_index(self) -> bool:
@@ -430,7 +445,8 @@ class EmbeddedEngine:
 
     def _compile(self, query: EngineQuery, schema: tantivy.Schema, fields: dict[str, float],
                  section_field: str) -> tantivy.Query:
-        shoulds, musts = [], []
+        shoulds: list[tantivy.Query] = []
+        musts: list[tantivy.Query] = []
         for clause in query.clauses:
             q = self._clause(clause, schema, fields)
             if q is None:
@@ -465,7 +481,7 @@ class EmbeddedEngine:
             if len(tokens) == 1:
                 q = tantivy.Query.term_query(schema, name, tokens[0])
             elif clause.phrase:
-                q = tantivy.Query.phrase_query(schema, name, tokens)
+                q = tantivy.Query.phrase_query(schema, name, [*tokens])
             else:
                 q = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(schema, name, t))
                                                  for t in tokens])
@@ -483,12 +499,12 @@ class EmbeddedEngine:
         restrict = tantivy.Query.const_score_query(tantivy.Query.term_set_query(schema, key, keys), 0.0)
         for clause in query.named():
             q = self._clause(clause.model_copy(update={"boost": 1.0}), schema, fields)
-            if q is None:
+            if q is None or clause.name is None:
                 continue
             both = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, restrict)])
             res = searcher.search(both, len(keys), count=False)
             for _, addr in res.hits:
-                out[searcher.doc(addr)[key][0]].append(clause.name)  # type: ignore[index]
+                out[searcher.doc(addr)[key][0]].append(clause.name)
         return out
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
@@ -513,7 +529,7 @@ class EmbeddedEngine:
                 snips = [s for field, text in texts if (s := hl.snippet(field, text))]
             hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
                                  score=score, snippets=snips, matched=matched[pmcid]))
-        return PaperSearchResults(total=res.count, offset=offset, limit=limit, hits=hits,
+        return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
     def _best_passages(self, r: _Reader, query: EngineQuery, pmcids: list[str]) -> dict[str, Passage]:
@@ -542,7 +558,7 @@ class EmbeddedEngine:
                            paragraph_index=p.paragraph_index, start=p.start, end=p.end, text=p.text, score=score,
                            year=p.year, snippet=hl.snippet("text", p.text) if hl else None, matched=matched[p.id])
                 for score, p in passages]
-        return PassageSearchResults(total=res.count, offset=offset, limit=limit, hits=hits,
+        return PassageSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
     def get_paper(self, pmcid: str) -> Paper | None:
