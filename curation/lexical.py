@@ -358,8 +358,8 @@ class LexicalCurator:
         names = {symbol, fullname or ""}
         papers = client.search_papers(symbol, limit=min(limit, 100), gene=task.gene_id).hits
         passages = client.search_passages(symbol, limit=100, gene=task.gene_id).hits
-        for h in [*papers, *passages]:
-            names.update(h.matched)
+        names.update(m for h in papers for m in h.matched)
+        names.update(m for h in passages for m in h.matched)
         names.discard("")
         per_paper: dict[str, int] = defaultdict(int)
         for ph in passages:

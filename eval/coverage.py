@@ -122,8 +122,9 @@ def run_coverage(truth: Mapping[str, GeneTruth], traces_dir: str | Path) -> dict
         read = read_pmcids_from_trace(data, str(path))
         surfaced = surfaced_pmcids_from_trace(data) | read
         cited = truth[gid].cited_pmcids
-        row = {"cited": len(cited), "read": sorted(cited & read),
-               "surfaced_not_read": sorted((cited & surfaced) - read), "never_surfaced": sorted(cited - surfaced)}
+        row: dict[str, Any] = {"cited": len(cited), "read": sorted(cited & read),
+                               "surfaced_not_read": sorted((cited & surfaced) - read),
+                               "never_surfaced": sorted(cited - surfaced)}
         genes[gid] = row
         totals["cited"] += len(cited)
         for k in ("read", "surfaced_not_read", "never_surfaced"):
