@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import LiveServer
-
 from search.api import create_app
 from search.core.config import Settings
 from search.core.models import Gene
@@ -14,6 +12,8 @@ from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
 from search.text.lexicon import Lexicon
+
+from helpers import LiveServer
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CUR = FIX / "curation"
