@@ -1,0 +1,224 @@
+"""Curation benchmarks: the lexical curator's term recogniser on real text (CRAFT) and the service under a batch of
+lexical agents. Numbers go to docs/curation.md.
+
+    python bench/bench_curation.py craft [--url URL] [--split test] [--out bench/results/curation_craft.json]
+    python bench/bench_curation.py batch --genes 100 --concurrency 16 [--out bench/results/curation_batch.json]
+
+``craft`` indexes the 97 CRAFT articles and GO (../shared/data), serves them, reads every article of the split
+through the API, recognises GO terms in all of its text and scores per-article GO-id sets per aspect against
+CRAFT's gold (alt ids mapped to primary ids through the API). Nothing is fitted to the gold.
+``batch`` generates a sample corpus about ``--genes`` genes, serves it and runs ``flysift curate batch --agent
+lexical``; then reads the traces for per-tool service latency.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import click  # noqa: E402
+
+from bench.common import flysift_command, free_port, latency_summary, machine, served, write_json  # noqa: E402
+from curation.lexical import dictionary_for, paper_units  # noqa: E402
+from indexer.synthetic import read_genes_tsv, write_genes_tsv  # noqa: E402
+from search.client import Client, NotFoundError  # noqa: E402
+from search.core.models import Gene  # noqa: E402
+from search.text.lexicon import Lexicon  # noqa: E402
+
+SHARED = Path(os.environ.get("FLYSIFT_SHARED_DATA", REPO.parent / "shared" / "data"))
+CRAFT = SHARED / "craft"
+ASPECTS = {"P": "go_bp", "C": "go_cc", "F": "go_mf"}
+
+
+def _gold(split: str) -> tuple[list[str], dict[str, dict[str, set[str]]], dict[str, str]]:
+    """Article ids of the split, gold GO ids per article and aspect, and PMID -> PMCID."""
+    ids = (CRAFT / "ids" / f"craft-ids-{split}.txt").read_text().split()
+    pmcid = {}
+    for line in (CRAFT / "ids" / "craft-idmappings.txt").read_text().splitlines()[1:]:
+        _, pmc, pmid = line.split("\t")
+        pmcid[pmid.strip()] = pmc.strip()
+    gold: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for aspect, name in ASPECTS.items():
+        with open(CRAFT / "annotations" / f"{name}.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                row = json.loads(line)
+                if row["concept_id"].startswith("GO:"):
+                    gold[row["article_id"]][aspect].add(row["concept_id"])
+    return ids, gold, pmcid
+
+
+def _f1(pred: set[str], gold: set[str]) -> tuple[float, float, float]:
+    tp = len(pred & gold)
+    p = tp / len(pred) if pred else (1.0 if not gold else 0.0)
+    r = tp / len(gold) if gold else (1.0 if not pred else 0.0)
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def craft_scores(client: Client, split: str) -> dict:
+    """Per-article GO-id set precision/recall/F1 per aspect (macro over articles) and pooled micro counts."""
+    t0 = time.perf_counter()
+    terms = dictionary_for(client)
+    dict_s = time.perf_counter() - t0
+    ids, gold, pmcid = _gold(split)
+    primary: dict[str, str | None] = {}
+
+    def canonical(term_id: str) -> str | None:
+        if term_id not in primary:
+            try:
+                primary[term_id] = client.get_term(term_id).id
+            except NotFoundError:
+                primary[term_id] = None
+        return primary[term_id]
+
+    per: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    micro: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    t1 = time.perf_counter()
+    for art in ids:
+        units = [u for page in client.iter_paper_pages(pmcid[art], max_chars=1_000_000) for u in paper_units(page)]
+        abbrevs: dict[str, str] = {}
+        for u in units:
+            abbrevs.update(terms.abbreviations(u.text))
+        found: dict[str, set[str]] = defaultdict(set)
+        for u in units:
+            for m in terms.find(u.text, abbrevs):
+                if m.term.ontology == "go" and m.term.aspect:
+                    found[m.term.aspect].add(m.term.id)
+        for aspect in ASPECTS:
+            g = {x for x in (canonical(i) for i in gold[art][aspect]) if x}
+            per[aspect].append(_f1(found[aspect], g))
+            micro[aspect][0] += len(found[aspect] & g)
+            micro[aspect][1] += len(found[aspect])
+            micro[aspect][2] += len(g)
+    out: dict = {"split": split, "articles": len(ids), "dictionary_s": round(dict_s, 1),
+           "dictionary_terms": len(terms.terms), "recognise_s": round(time.perf_counter() - t1, 1), "aspects": {}}
+    for aspect, name in ASPECTS.items():
+        rows = per[aspect]
+        tp, npred, ngold = micro[aspect]
+        out["aspects"][name] = {
+            "precision": round(sum(r[0] for r in rows) / len(rows), 4),
+            "recall": round(sum(r[1] for r in rows) / len(rows), 4),
+            "f1": round(sum(r[2] for r in rows) / len(rows), 4),
+            "micro_f1": round(2 * tp / (npred + ngold), 4) if npred + ngold else 0.0, "tp": tp,
+            "predicted": npred, "gold": ngold}
+    return out
+
+
+@click.group()
+def main() -> None:
+    """Curation benchmarks (see the module docstring)."""
+
+
+@main.command("craft")
+@click.option("--url", default=None, help="A running service that already serves CRAFT and GO (else built here)")
+@click.option("--split", type=click.Choice(("train", "dev", "test")), default="test", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results" / "curation_craft.json")
+def craft_cmd(url: str | None, split: str, out: Path) -> None:
+    if url:
+        result = craft_scores(Client(url, timeout=300), split)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "data"
+            fs = flysift_command()
+            subprocess.run([*fs, "index", "corpus", *map(str, sorted((CRAFT / "articles" / "nxml").glob("*.nxml"))),
+                            "--id-map", str(CRAFT / "ids" / "craft-idmappings.txt"), "--data-dir", str(data)],
+                           check=True)
+            subprocess.run([*fs, "index", "ontology", str(SHARED / "ontologies" / "go-basic.obo.gz"), "--name", "go",
+                            "--data-dir", str(data)], check=True)
+            port = free_port()
+            with served([*fs, "serve", "--data-dir", str(data), "--port", str(port)],
+                        f"http://127.0.0.1:{port}/v1/health"):
+                result = craft_scores(Client(f"http://127.0.0.1:{port}", timeout=300), split)
+    result["machine"] = machine()
+    write_json(out, result)
+    click.echo(json.dumps(result["aspects"], indent=1))
+
+
+def trace_latencies(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Service latency per tool over every trace of a run directory (as the service recorded it)."""
+    by_tool: dict[str, list[float]] = defaultdict(list)
+    errors: dict[str, int] = defaultdict(int)
+    for path in sorted((run_dir / "traces").glob("*.json")):
+        for ev in json.loads(path.read_text())["events"]:
+            by_tool[ev["tool"]].append(ev["latency_ms"])
+            if ev.get("error"):
+                errors[ev["error"].get("code", "?")] += 1
+    out: dict[str, dict[str, float]] = {t: latency_summary(v) for t, v in sorted(by_tool.items())}
+    out["_errors"] = dict(errors)
+    return out
+
+
+def gene_table(n: int, path: Path) -> Path:
+    """A sample-corpus gene list of FlyAOC's first ``n`` benchmark genes, with the names its ground truth holds, so
+    the generated corpus is about the real genes and its run scores against the real ground truth (plumbing only:
+    the generated text carries no GO/anatomy facts)."""
+    genes = []
+    with open(SHARED / "flyaoc" / "data" / "ground_truth_top100.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            g = json.loads(line)
+            syn = g["task3_synonyms"]
+            genes.append(Gene(id=g["gene_id"], symbol=g["gene_symbol"], fullname=syn.get("current_fullname"),
+                              symbol_synonyms=[s["synonym"] for s in syn["symbol_synonyms"]],
+                              fullname_synonyms=[s["synonym"] for s in syn["fullname_synonyms"]]))
+    write_genes_tsv(genes[:n], path)
+    return path
+
+
+@main.command("batch")
+@click.option("--genes", "n_genes", type=int, default=100, show_default=True)
+@click.option("--papers", "n_papers", type=int, default=2000, show_default=True)
+@click.option("--concurrency", type=int, default=16, show_default=True)
+@click.option("--budget", type=int, default=16, show_default=True)
+@click.option("--keep-run", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Copy the run directory here (to score it with flysift eval flyaoc / FlyAOC's evaluator)")
+@click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results" / "curation_batch.json")
+def batch_cmd(n_genes: int, n_papers: int, concurrency: int, budget: int, keep_run: Path | None, out: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpd = Path(tmp)
+        data, corpus = tmpd / "data", tmpd / "corpus"
+        genes_tsv = gene_table(n_genes, tmpd / "genes.tsv")
+        fs = flysift_command()
+        subprocess.run([*fs, "sample", "--papers", str(n_papers), "--genes", str(genes_tsv), "--out", str(corpus)],
+                       check=True)
+        subprocess.run([*fs, "index", "corpus", str(corpus / "corpus.jsonl"), "--data-dir", str(data)], check=True)
+        Lexicon(read_genes_tsv(genes_tsv)).save(data / "lexicon.tsv")
+        for name, obo in (("go", "go-basic.obo.gz"), ("fbbt", "fbbt-2013-07-26.obo"), ("fbdv", "fbdv.obo")):
+            subprocess.run([*fs, "index", "ontology", str(SHARED / "ontologies" / obo), "--name", name,
+                            "--data-dir", str(data)], check=True)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        gene_list = tmpd / "genes.txt"
+        gene_list.write_text("".join(f"{g.id}\t{g.symbol}\n" for g in read_genes_tsv(genes_tsv)))
+        with served([*fs, "serve", "--data-dir", str(data), "--port", str(port)], f"{url}/v1/health"):
+            t_dict = time.perf_counter()
+            dictionary_for(Client(url, timeout=300))  # what the batch process will also pay once, before any gene
+            dict_s = time.perf_counter() - t_dict
+            run_dir = tmpd / "run"
+            t0 = time.perf_counter()
+            subprocess.run([*fs, "curate", "batch", "--url", url, "--genes", str(gene_list), "--agent", "lexical",
+                            "--budget", str(budget), "--concurrency", str(concurrency), "--run-dir", str(run_dir)],
+                           check=True)
+            wall = time.perf_counter() - t0
+            summary = json.loads((run_dir / "summary.json").read_text())
+            result = {"genes": n_genes, "papers": n_papers, "concurrency": concurrency, "budget": budget,
+                      "wall_s": round(wall, 1), "genes_per_min": round(60 * n_genes / wall, 1),
+                      "dictionary_s": round(dict_s, 1),
+                      "genes_per_min_after_dictionary": round(60 * n_genes / max(1e-9, wall - dict_s), 1),
+                      "summary": summary, "latency_by_tool": trace_latencies(run_dir), "machine": machine()}
+            if keep_run:
+                shutil.copytree(run_dir, keep_run, dirs_exist_ok=True)
+    write_json(out, result)
+    click.echo(json.dumps({k: v for k, v in result.items() if k != "summary"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
