@@ -125,9 +125,17 @@ class ModeUnsupported(Exception):
     """The service cannot run this retrieval mode (or did not confirm it ran it)."""
 
 
-def search_run(client: Any, coll: Collection, collection: str, mode: str = "bm25",
-               depth: int = DEPTH) -> dict[str, dict[str, float]]:
-    """Query every judged topic; returns ``{qid: {doc_id: score}}`` with up to ``depth`` hits each."""
+#: at most this many characters of a per-query error message are kept (reports quote little)
+MAX_ERROR_CHARS = 300
+
+
+def search_run(client: Any, coll: Collection, collection: str, mode: str = "bm25", depth: int = DEPTH,
+               errors: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
+    """Query every judged topic; returns ``{qid: {doc_id: score}}`` with up to ``depth`` hits each.
+
+    With ``errors`` given, a query the service refuses or fails (too long, empty) is recorded there as
+    ``{qid: message}`` and the run goes on without it (it scores 0); without, the first failure is raised. A client
+    that cannot ask for the mode, or a service that does not confirm it, fails the whole run either way."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
     extra = {} if mode == "bm25" else {"mode": mode}
@@ -137,6 +145,11 @@ def search_run(client: Any, coll: Collection, collection: str, mode: str = "bm25
             response = client.search_papers(coll.queries[qid], limit=depth, offset=0, collection=collection, **extra)
         except TypeError as e:
             raise ModeUnsupported(f"the client cannot request mode {mode!r}: {e}") from e
+        except Exception as e:
+            if errors is None:
+                raise
+            errors[qid] = f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
+            continue
         hits, how = _hits(response)
         if mode != "bm25" and how.get("mode") != mode:
             raise ModeUnsupported(f"the service did not confirm mode {mode!r} (it reported {how.get('mode')!r}); "
@@ -174,11 +187,14 @@ def read_trec_run(path: str | Path) -> dict[str, dict[str, float]]:
 def score_runs(qrels: Mapping[str, Mapping[str, int]], runs: Mapping[str, Mapping[str, Mapping[str, float]]],
                stat_test: str = "student") -> dict[str, Any]:
     """Mean metrics and per-query values for each run (queries missing from a run score 0), and paired tests of
-    every later run against the first."""
+    every later run against the first. A run without a single hit is reported as an error, not scored."""
     q = Qrels.from_dict({k: dict(v) for k, v in qrels.items()})
     out: dict[str, Any] = {"runs": {}, "per_query": {}, "significance": [], "significance_test": stat_test}
     ranx_runs = []
     for name, run in runs.items():
+        if not any(run.values()):  # ranx cannot score a run without a single hit ("max() arg is an empty sequence")
+            out["runs"][name] = {"error": f"no query returned any hit ({len(run)} answered)"}
+            continue
         r = Run.from_dict({qid: dict(docs) for qid, docs in run.items() if docs}, name=name)
         means = evaluate(q, r, list(METRICS), make_comparable=True)
         out["runs"][name] = {m: float(means[m]) for m in METRICS} | {"n_queries": len(qrels)}
@@ -220,17 +236,26 @@ def evaluate_collection(client: Any, directory: str | Path, modes: Iterable[str]
                 for mode in [m for m in modes if m != "bm25"]:
                     errors[f"flysift-{mode}"] = f"dense index build failed: {type(e).__name__}: {e}"
                 modes = [m for m in modes if m == "bm25"]
+    query_errors: dict[str, dict[str, str]] = {}
     for mode in modes:
         log(f"querying {len(coll.judged_queries)} topics, mode {mode}")
+        failed: dict[str, str] = {}
         try:
-            runs[f"flysift-{mode}"] = search_run(client, coll, collection, mode)
+            runs[f"flysift-{mode}"] = search_run(client, coll, collection, mode, errors=failed)
         except Exception as e:  # recorded, not fatal: the report must say why a run is absent
-            errors[f"flysift-{mode}"] = f"{type(e).__name__}: {e}"
+            errors[f"flysift-{mode}"] = f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
+        if failed:
+            log(f"{len(failed)} of {len(coll.judged_queries)} queries failed (scored 0), mode {mode}")
+            query_errors[f"flysift-{mode}"] = failed
     for name, path in (baselines or {}).items():
         runs[name] = read_trec_run(path)
     result = score_runs(coll.qrels, runs) if runs else {"runs": {}, "per_query": {}, "significance": []}
     for name, err in errors.items():
         result["runs"][name] = {"error": err}
+    for name, failed in query_errors.items():
+        if name in result["runs"]:
+            result["runs"][name]["n_failed"] = len(failed)
+    result["query_errors"] = query_errors
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         for name, run in runs.items():

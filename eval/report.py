@@ -260,6 +260,10 @@ def write_ir_report(result: dict[str, Any], out_dir: str | Path) -> None:
         plot_per_query_delta(result, out / "per_query_delta.png")
 
 
+#: failed queries listed by name in report.md (all of them are in metrics.json)
+MAX_LISTED_ERRORS = 20
+
+
 def ir_markdown(result: dict[str, Any]) -> str:
     lines = [f"# IR evaluation: {result['collection']}", "",
              f"{result['n_docs']} documents, {result['n_queries']} judged queries; service collection "
@@ -269,11 +273,17 @@ def ir_markdown(result: dict[str, Any]) -> str:
         if run.get("error"):
             lines.append(f"| {name} | – | – | – | – | – | error: {run['error']} |")
         else:
+            status = f"ok, {run['n_failed']} failed (scored 0)" if run.get("n_failed") else "ok"
             lines.append(f"| {name} | {run['ndcg@10']:.4f} | {run['recall@100']:.4f} | {run['map']:.4f} | "
-                         f"{run['mrr']:.4f} | {run['n_queries']} | ok |")
+                         f"{run['mrr']:.4f} | {run['n_queries']} | {status} |")
     for ref in result.get("published", []):
         cells = [("–" if ref.get(m) is None else f"{ref[m]:.4f}") for m in ("ndcg@10", "recall@100", "map", "mrr")]
         lines.append(f"| published: {ref['source']} | " + " | ".join(cells) + " | | reference |")
+    for name, failed in result.get("query_errors", {}).items():
+        lines += ["", f"Failed queries of {name} ({len(failed)}; each scores 0, the rest are scored):", ""]
+        lines += [f"- {qid}: {msg}" for qid, msg in list(failed.items())[:MAX_LISTED_ERRORS]]
+        if len(failed) > MAX_LISTED_ERRORS:
+            lines.append(f"- … {len(failed) - MAX_LISTED_ERRORS} more in metrics.json")
     tests = result.get("significance", [])
     if tests:
         lines += ["", f"Paired significance ({result.get('significance_test', 'student')} test, ranx):", ""]

@@ -94,3 +94,53 @@ def test_score_runs_paired_test_detects_difference():
     assert mrr["delta"] == pytest.approx(-(0.5 + 2 / 3) / 2) and mrr["p_value"] < 0.01
     assert res["per_query"]["bad"]["q0"]["mrr"] == pytest.approx(0.5)
     assert res["per_query"]["bad"]["q1"]["mrr"] == pytest.approx(1 / 3)
+
+
+# ---- issue #16, item 3: one bad query never fails a whole evaluation -------------------------------------------------
+
+class _OneQueryTooLong:
+    """A client that answers like the service: a query over the limit is refused (LimitExceeded), others hit d1."""
+
+    def __init__(self, limit: int = 1000):
+        self.limit = limit
+
+    def search_papers(self, text, *, limit, offset, collection):
+        from search.core.errors import LimitExceeded
+
+        if len(text) > self.limit:
+            raise LimitExceeded(f"query is {len(text)} characters; the limit is {self.limit}.")
+        return {"hits": [{"pmcid": "d1", "score": 1.0}], "query": {}}
+
+
+def test_a_too_long_query_is_a_per_query_error_and_the_rest_run(tmp_path):
+    coll = load_beir(write_beir(tmp_path / "tiny"))
+    coll.queries["q2"] = "heating " * 200                                    # 1,600 characters, like an abstract
+    errors: dict[str, str] = {}
+    run = search_run(_OneQueryTooLong(), coll, "beir-tiny", errors=errors)
+    assert set(run) == {"q1", "q3"} and list(errors) == ["q2"] and "1600 characters" in errors["q2"]
+    with pytest.raises(Exception, match="limit"):                            # without an errors dict: raised
+        search_run(_OneQueryTooLong(), coll, "beir-tiny")
+
+
+def test_a_run_without_any_hit_is_reported_not_crashed():
+    res = score_runs(dict(QRELS_BY_QUERY), {"empty": {"q1": {}, "q2": {}, "q3": {}}})
+    assert "no query returned any hit" in res["runs"]["empty"]["error"]
+
+
+QRELS_BY_QUERY = {q: {d: s} for q, d, s in QRELS}
+
+
+@pytest.mark.slow  # ranx compiles on first use
+def test_evaluation_reports_failed_queries(live_server, tmp_path):
+    coll_dir = write_beir(tmp_path / "tiny")
+    queries = [json.loads(line) for line in (coll_dir / "queries.jsonl").read_text().splitlines()]
+    queries[1]["text"] = "aerodynamic heating " * 60                          # over FLYSIFT_MAX_QUERY_CHARS
+    (coll_dir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    with Client(live_server.url) as client:
+        result = evaluate_collection(client, coll_dir, ("bm25",))
+    bm25 = result["runs"]["flysift-bm25"]
+    assert bm25["n_failed"] == 1 and list(result["query_errors"]["flysift-bm25"]) == ["q2"]
+    assert bm25["ndcg@10"] == pytest.approx(1 / 3)                          # q1 found, q2 failed, q3 no match
+    write_ir_report(result, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "1 failed" in md and "- q2:" in md
