@@ -48,8 +48,13 @@ class Filters(BaseModel):
 
 
 class EngineQuery(BaseModel):
+    """Clauses and filters (what engines compile), plus what the planner noted while reading the text: the stop
+    words it ``dropped`` and the ``case`` it read the query in (engines ignore both)."""
+
     clauses: list[Clause] = Field(default_factory=list)
     filters: Filters = Field(default_factory=Filters)
+    dropped: list[str] = Field(default_factory=list)
+    case: Literal["as written", "capitals", "title"] = "as written"
 
     def named(self) -> list[Clause]:
         return [c for c in self.clauses if c.name]

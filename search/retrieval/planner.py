@@ -1,51 +1,153 @@
 """The query planner: an agent's query text (plus optional gene-name expansions) → an engine-neutral query.
 
-Reading of the text:
+Reading of the text, in order:
 
-* ``"…"`` is a phrase on the word view.
+* ``gene:Dl`` marks a gene symbol: it goes to the case-sensitive symbol view whatever it looks like (``gene:so``,
+  ``gene:in``); ``"Dl"`` (one token in quotes) does the same. Any longer ``"…"`` is a phrase on the word view.
 * every other whitespace-separated chunk is cut to its symbol tokens (so ``(Su(H)),`` becomes ``Su(H)``);
+* **case of the whole query.** A query written in capitals (``DROSOPHILA WING DISC DEVELOPMENT``) or in title case
+  (``The Role Of Delta In Wing Development``) says nothing about the case of its symbols: it is read
+  case-insensitively, except for tokens the lexicon (``known_symbols``) knows in exactly that case;
+* **stop words** (``search.text.analysis.is_stop_word``: tantivy's English list, Lucene's 33 words) are words, never
+  symbol clauses, even when a gene is named like them (``in``, ``a``, ``be``) — mark those ``gene:in``. In a query of
+  ``STOP_MIN_WORDS`` or more words they are dropped from the word view (``dropped`` in the plan says which);
 * a token the analysis calls symbol-like (``search.text.analysis.is_symbol_like``: a known symbol, or a shape no English
   word has — ``Dl``, ``N``, ``abd-A``, ``Su(H)``, ``GAL4``) matches **only** the case-sensitive symbol view, so
   ``Dl`` never retrieves a paper that only says ``dl``;
-* any other token matches the stemmed word view, and short ones (≤ 4 characters: ``dl``, ``wg``, ``dpp``) also get
-  a half-weight exact-case symbol clause, so exact-case mentions rank above case-insensitive ones.
+* any other token matches the stemmed word view. In a short query (fewer than ``STOP_MIN_WORDS`` words: ``dl``,
+  ``wg expression``) a short token (≤ 4 characters, not a stop word, not in a capitals/title-case query) also gets a
+  half-weight exact-case symbol clause, so exact-case mentions rank above case-insensitive ones; in running text
+  (``role of the wing disc``) short words are words only, unless the lexicon knows them in that case.
 
 Expansions (the gene's names, from the session's synonym policy) are added as named clauses: symbols on the symbol
 view, multi-word names as phrases on the word view; hits report the names they matched.
+
+:func:`explain` is the same reading token by token (which view, and why), for ``explain: true`` requests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, Literal
 
 import regex
 
 from search.core.query import Clause, EngineQuery, Filters
-from search.text.analysis import is_symbol_like, symbol_tokens
+from search.text.analysis import STOP_LANGUAGE, is_stop_word, is_symbol_like, symbol_tokens
 
-_PHRASE = regex.compile(r'"([^"]*)"')
+#: a quoted phrase, or a ``gene:`` mark followed by one symbol token
+_MARKED = regex.compile(r'"([^"]*)"|(?<![^\s(\[,;])gene:(\S+)')
 SHORT_WORD = 4
 EXACT_CASE_BONUS = 0.5
+#: queries with at least this many words lose their stop words on the word view
+STOP_MIN_WORDS = 3
+#: the fewest words for a capitalised query to count as title case (``Dl N`` is two symbols, not a title)
+TITLE_MIN_WORDS = 3
+
+Case = Literal["as written", "capitals", "title"]
+
+
+def _letters(tok: str) -> str:
+    return "".join(c for c in tok if c.isalpha())
+
+
+def query_case(tokens: list[str], known_symbols: frozenset[str] | set[str] = frozenset()) -> Case:
+    """How the query's words are capitalised as a whole.
+
+    ``capitals``: at least two tokens with two or more letters and no lower-case letter anywhere (known symbols aside).
+    ``title``: at least ``TITLE_MIN_WORDS`` tokens, every one starting with a capital, and either a capitalised stop
+    word after the first (``Of``, ``In``, ``The``) or most of them plain capitalised words of 4+ letters (``Wing``).
+    """
+    worded = [t for t in tokens if len(_letters(t)) >= 2]
+    unknown = [t for t in worded if t not in known_symbols]
+    if len(worded) >= 2 and unknown and all(not any(c.islower() for c in t) for t in unknown):
+        return "capitals"
+    alpha = [t for t in tokens if _letters(t)]
+    if len(alpha) < TITLE_MIN_WORDS or not all(t[:1].isupper() for t in alpha):
+        return "as written"
+    plain = [t for t in alpha if t.isalpha() and len(t) >= 4 and t[1:].islower()]
+    if any(is_stop_word(t) for t in alpha[1:]) or len(plain) * 2 >= len(alpha):
+        return "title"
+    return "as written"
+
+
+def _read(tok: str, case: Case, known_symbols: frozenset[str] | set[str], running_text: bool) -> tuple[str, str]:
+    """``(view, why)`` of one unmarked token: view ``symbol`` or ``word``."""
+    if tok in known_symbols and not (running_text and is_stop_word(tok)):
+        return "symbol", "known symbol in this case"
+    if is_stop_word(tok):
+        return "word", "stop word"
+    if case == "capitals":
+        return "word", "query in capitals: read case-insensitively"
+    if case == "title":
+        # only the first letter's case is uninformative: GAL4, Su(H), abd-A keep their shape
+        if is_symbol_like(tok[:1].lower() + tok[1:]):
+            return "symbol", "symbol shape"
+        return "word", "query in title case: read case-insensitively"
+    if is_symbol_like(tok):
+        return "symbol", "symbol shape"
+    return "word", "word"
+
+
+def _reading(text: str, known_symbols: frozenset[str] | set[str]) -> tuple[list[Clause], list[dict[str, Any]], Case]:
+    """The clauses of ``text`` (no expansions) and, per token, where it went and why."""
+    clauses: list[Clause] = []
+    trace: list[dict[str, Any]] = []
+    for m in _MARKED.finditer(text):
+        if m.group(1) is not None:
+            phrase = m.group(1).strip()
+            toks = symbol_tokens(phrase)
+            if len(toks) == 1 and toks[0] == phrase:
+                clauses.append(Clause(text=phrase, view="symbol"))
+                trace.append({"token": phrase, "view": "symbol", "why": "quoted: exact case"})
+            elif phrase:
+                clauses.append(Clause(text=phrase, view="word", phrase=True))
+                trace.append({"token": phrase, "view": "word", "phrase": True, "why": "quoted phrase"})
+        else:
+            toks = symbol_tokens(m.group(2))
+            if toks:
+                clauses.append(Clause(text=toks[0], view="symbol"))
+                trace.append({"token": toks[0], "view": "symbol", "why": "marked gene:"})
+    tokens = [tok for chunk in _MARKED.sub(" ", text).split() for tok in symbol_tokens(chunk)]
+    case = query_case(tokens, known_symbols)
+    running = len(tokens) >= 2
+    read = [(tok, *_read(tok, case, known_symbols, running)) for tok in tokens]
+    n_words = sum(1 for _, view, _ in read if view == "word")
+    content = any(view == "symbol" or why != "stop word" for _, view, why in read) or len(clauses) > 0
+    drop = n_words >= STOP_MIN_WORDS and content
+    for tok, view, why in read:
+        if view == "symbol":
+            clauses.append(Clause(text=tok, view="symbol"))
+            trace.append({"token": tok, "view": "symbol", "why": why})
+        elif why == "stop word" and drop:
+            trace.append({"token": tok, "view": "dropped", "why": "stop word"})
+        else:
+            clauses.append(Clause(text=tok, view="word"))
+            entry: dict[str, Any] = {"token": tok, "view": "word", "why": why}
+            if len(tok) <= SHORT_WORD and why == "word" and not drop:
+                clauses.append(Clause(text=tok, view="symbol", boost=EXACT_CASE_BONUS))
+                entry["exact_case_bonus"] = EXACT_CASE_BONUS
+            trace.append(entry)
+    return clauses, trace, case
 
 
 def plan(text: str, *, filters: Filters | None = None, known_symbols: frozenset[str] | set[str] = frozenset(),
          expansions: Iterable[str] = ()) -> EngineQuery:
-    clauses: list[Clause] = []
-    for phrase in _PHRASE.findall(text):
-        if phrase.strip():
-            clauses.append(Clause(text=phrase, view="word", phrase=True))
-    rest = _PHRASE.sub(" ", text)
-    for chunk in rest.split():
-        for tok in symbol_tokens(chunk):
-            if is_symbol_like(tok, known_symbols):
-                clauses.append(Clause(text=tok, view="symbol"))
-            else:
-                clauses.append(Clause(text=tok, view="word"))
-                if len(tok) <= SHORT_WORD:
-                    clauses.append(Clause(text=tok, view="symbol", boost=EXACT_CASE_BONUS))
+    clauses, trace, case = _reading(text, known_symbols)
     for name in dict.fromkeys(expansions):
         clauses.append(expansion_clause(name, known_symbols))
-    return EngineQuery(clauses=clauses, filters=filters or Filters())
+    dropped = [t["token"] for t in trace if t["view"] == "dropped"]
+    return EngineQuery(clauses=clauses, filters=filters or Filters(), dropped=dropped, case=case)
+
+
+def explain(text: str, query: EngineQuery, known_symbols: frozenset[str] | set[str] = frozenset(),
+            bm25: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The planner's reading of ``text`` token by token, with the query it produced and the BM25 parameters it ran
+    under: what an ``explain: true`` search answers in ``query.explain``."""
+    _, trace, case = _reading(text, known_symbols)
+    return {"case": case, "tokens": trace, "dropped": list(query.dropped),
+            "stop_words": f"tantivy {STOP_LANGUAGE} (Lucene's 33 words), dropped from queries of {STOP_MIN_WORDS}+ "
+                          "words", "expanded": [c.name for c in query.named()], "bm25": bm25 or {}}
 
 
 def expansion_clause(name: str, known_symbols: frozenset[str] | set[str] = frozenset()) -> Clause:
@@ -58,8 +160,13 @@ def expansion_clause(name: str, known_symbols: frozenset[str] | set[str] = froze
 
 def describe(query: EngineQuery) -> dict:
     """How the planner read a query, echoed in responses so agents can see why something matched."""
-    return {"clauses": [c.model_dump(exclude_defaults=True) for c in query.clauses],
-            "filters": query.filters.model_dump(exclude_none=True)}
+    out = {"clauses": [c.model_dump(exclude_defaults=True) for c in query.clauses],
+           "filters": query.filters.model_dump(exclude_none=True)}
+    if query.dropped:
+        out["dropped"] = list(query.dropped)
+    if query.case != "as written":
+        out["case"] = query.case
+    return out
 
 
 def gene_in_title(query_text: str, title: str) -> bool:

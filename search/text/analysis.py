@@ -80,6 +80,29 @@ def is_symbol_like(term: str, known_symbols: frozenset[str] | set[str] = frozens
     return len(term) <= 3 and term[:1].isupper()
 
 
+# ---- stop words (query side) -----------------------------------------------------------------------------------------
+
+#: tantivy's English stop list (``Filter.stopword("english")``): Lucene's classic 33 words (``a an and are as at be but
+#: by for if in into is it no not of on or such that the their then there these they this to was will with``), the
+#: same list as OpenSearch's ``_english_`` and the one the plain-BM25 reference of ``data/ir`` uses. The planner drops
+#: these from the word view of longer queries; the index keeps every word (phrases still match them).
+STOP_LANGUAGE = "english"
+
+
+@lru_cache(maxsize=1)
+def _stop_analyzer() -> tantivy.TextAnalyzer:
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw())
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stopword(STOP_LANGUAGE))
+            .build())
+
+
+@lru_cache(maxsize=100_000)
+def is_stop_word(word: str) -> bool:
+    """Whether ``word`` (any case) is on the English stop list shipped with tantivy."""
+    return bool(word) and not _stop_analyzer().analyze(word)
+
+
 # ---- the analyzers (tantivy's, used by the embedded engine and for Python-side analysis) -----------------------------
 
 def word_analyzer() -> tantivy.TextAnalyzer:

@@ -1,0 +1,97 @@
+"""The planner reads queries as people and agents write them (issue #16): shouting and title case, stop words,
+context for short words, marks that force the gene reading, and the explain record."""
+
+from __future__ import annotations
+
+from search.engines.embedded.engine import EmbeddedEngine
+from search.retrieval.planner import describe, explain, plan, query_case
+from search.text.analysis import is_stop_word
+
+
+def views(q):
+    return [(c.text, c.view, c.boost) for c in q.clauses]
+
+
+def pmcids(res):
+    return [h.pmcid for h in res.hits]
+
+
+# ---- item 1: shouting -------------------------------------------------------------------------------------------
+
+def test_a_query_in_capitals_finds_what_the_lower_case_query_finds(data_dir):
+    eng = EmbeddedEngine(data_dir)
+    lower = pmcids(eng.search_papers(plan("wing disc growth")))
+    assert lower and pmcids(eng.search_papers(plan("WING DISC GROWTH"))) == lower
+    assert all(c.view == "word" for c in plan("DROSOPHILA WING DISC DEVELOPMENT").clauses)
+    assert plan("DROSOPHILA WING DISC DEVELOPMENT").case == "capitals"
+
+
+def test_capitals_and_title_case_keep_symbols_the_lexicon_knows_in_that_case(data_dir):
+    q = plan("DL GRADIENT", known_symbols={"DL"})
+    assert ("DL", "symbol", 1.0) in views(q) and ("GRADIENT", "word", 1.0) in views(q)
+    title = plan("The Role Of Delta In Wing Development", known_symbols={"Delta"})
+    assert title.case == "title" and ("Delta", "symbol", 1.0) in views(title)
+    assert ("Wing", "word", 1.0) in views(title) and ("Role", "word", 1.0) in views(title)
+    # title case leaves shapes other than the first capital alone
+    assert ("GAL4", "symbol", 1.0) in views(plan("Expression Of GAL4 In The Wing"))
+
+
+def test_symbol_queries_are_not_mistaken_for_shouting_or_titles():
+    assert query_case(["Dl", "N"]) == "as written" and query_case(["Dl", "Su(H)", "Notch"]) == "as written"
+    assert [(c.text, c.view) for c in plan("Dl N").clauses] == [("Dl", "symbol"), ("N", "symbol")]
+    assert [(c.text, c.view) for c in plan("Su(H) GAL4").clauses] == [("Su(H)", "symbol"), ("GAL4", "symbol")]
+
+
+# ---- item 2: short words, stop words -------------------------------------------------------------------------------
+
+def test_stop_words_are_neither_symbol_clauses_nor_kept_in_longer_queries():
+    q = plan("role of the dl gradient in the embryo")
+    assert [c.text for c in q.clauses if c.view == "symbol"] == []       # running text: no exact-case clauses
+    assert [c.text for c in q.clauses if c.view == "word"] == ["role", "dl", "gradient", "embryo"]
+    assert q.dropped == ["of", "the", "in", "the"] and describe(q)["dropped"] == q.dropped
+    # the lexicon knows dl in lower case: then it is the symbol, in running text too
+    known = plan("role of the dl gradient in the embryo", known_symbols={"dl"})
+    assert [c.text for c in known.clauses if c.view == "symbol"] == ["dl"]
+    # a short query keeps the half-weight exact-case clause of short words (dl ranks exact-case mentions first)
+    assert views(plan("dl gradient")) == [("dl", "word", 1.0), ("dl", "symbol", 0.5), ("gradient", "word", 1.0)]
+    assert views(plan("of the")) == [("of", "word", 1.0), ("the", "word", 1.0)]
+
+
+def test_stop_words_stay_in_short_queries_and_phrases():
+    assert [c.text for c in plan("the dl").clauses if c.view == "word"] == ["the", "dl"]
+    assert [c.text for c in plan("the").clauses] == ["the"]
+    q = plan('"the wing of the fly" growth of cells')
+    assert q.clauses[0].text == "the wing of the fly" and q.clauses[0].phrase
+    assert q.dropped == ["of"]
+
+
+def test_a_stop_word_named_gene_is_a_word_in_running_text_unless_marked():
+    assert is_stop_word("In") and is_stop_word("the") and not is_stop_word("Dl")
+    q = plan("in mutant wings", known_symbols={"in"})
+    assert all(c.view == "word" for c in q.clauses) and q.dropped == ["in"]
+    for marked in ("gene:in mutant wings", '"in" mutant wings'):
+        q = plan(marked, known_symbols={"in"})
+        assert q.clauses[0].model_dump(exclude_defaults=True) == {"text": "in", "view": "symbol"}, marked
+        assert "in" not in q.dropped
+    assert views(plan("gene:so"))[0] == ("so", "symbol", 1.0)
+    assert views(plan("gene:Dl, wing"))[0] == ("Dl", "symbol", 1.0)
+
+
+def test_stop_words_do_not_change_what_a_natural_language_query_finds(data_dir):
+    eng = EmbeddedEngine(data_dir)
+    assert pmcids(eng.search_papers(plan("growth of the wing disc")))[0] == "PMC100004"
+    # Dl still exact: the sentence finds the Delta paper, not the dorsal one
+    assert pmcids(eng.search_papers(plan("What is the role of Dl in the wing?")))[0] == "PMC100001"
+
+
+# ---- explain --------------------------------------------------------------------------------------------------------
+
+def test_explain_says_where_each_token_went_and_why():
+    text = "What is the role of Dl in WING margin?"
+    q = plan(text, expansions=["Delta"])
+    ex = explain(text, q, bm25={"k1": 1.2, "b": 0.75})
+    by_token = {t["token"]: t for t in ex["tokens"]}
+    assert by_token["Dl"]["view"] == "symbol" and by_token["Dl"]["why"] == "symbol shape"
+    assert by_token["the"]["view"] == "dropped" and ex["dropped"] == ["is", "the", "of", "in"]
+    assert by_token["margin"]["view"] == "word" and ex["expanded"] == ["Delta"] and ex["bm25"]["k1"] == 1.2
+    assert ex["case"] == "as written"
