@@ -1,6 +1,11 @@
 """What routes depend on, as ``Annotated`` aliases: the caller (auth, rate limit), the session of a request
 (``X-Session-Id``) and the services on ``app.state``. A route names what it needs in its signature, e.g. term search:
 ``session: CurrentSession`` then ``hidden_ids_for(session, ontology)``.
+
+Every dependency here is ``async``: FastAPI runs a plain ``def`` dependency on the thread pool, one hand-off each, so
+only what blocks leaves the event loop, and only when it has to: the key lookup of an authenticated call and the
+session lookup of a call with ``X-Session-Id`` (``blocking``). A call without auth and without a session costs no
+hand-off before its route; the routes run their own blocking work in one hop (``search.api.respond``).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool as blocking
 
 from search.retrieval.service import SearchService
 from search.sessions.keys import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
@@ -27,11 +33,11 @@ _bearer = HTTPBearer(auto_error=False,
                      description="An API key from `flysift admin create-key` (when FLYSIFT_AUTH=true)")
 
 
-def session_service(request: Request) -> SessionService:
+async def session_service(request: Request) -> SessionService:
     return request.app.state.sessions
 
 
-def search_service(request: Request) -> SearchService:
+async def search_service(request: Request) -> SearchService:
     return request.app.state.search
 
 
@@ -39,9 +45,10 @@ Sessions = Annotated[SessionService, Depends(session_service)]
 Search = Annotated[SearchService, Depends(search_service)]
 
 
-def principal(request: Request, sessions: Sessions,
-              creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
-    """The caller. With auth off everyone is the ``local`` team with every scope."""
+async def principal(request: Request, sessions: Sessions,
+                    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+    """The caller. With auth off everyone is the ``local`` team with every scope (no store access, no hand-off);
+    with auth on the key's record is read in one hop. The rate limit is per worker process (``RateLimiter``)."""
     if not request.app.state.settings.auth or request.url.path in PUBLIC_PATHS:
         p = LOCAL
     else:
@@ -52,7 +59,7 @@ def principal(request: Request, sessions: Sessions,
         key_id = key_id_of(key)
         limiter: RateLimiter = request.app.state.limiter
         try:
-            p = verify(key, sessions.api_key(key_id))
+            p = verify(key, await blocking(sessions.api_key, key_id))
         except Unauthorized:
             # wrong secrets for a key id are limited in their own bucket, so they cannot lock the key's owner out
             limiter.hit(FAILED_BUCKET + key_id)
@@ -65,7 +72,7 @@ def principal(request: Request, sessions: Sessions,
 Caller = Annotated[Principal, Depends(principal)]
 
 
-def require_admin(p: Caller) -> Principal:
+async def require_admin(p: Caller) -> Principal:
     p.require("admin")
     return p
 
@@ -75,14 +82,15 @@ def trace_into(request: Request, session: Session) -> None:
     request.state.trace_session = session.id
 
 
-def current_session(request: Request, sessions: Sessions, caller: Caller,
-                    sid: Annotated[str | None, Header(alias=SESSION_HEADER, description=SESSION_HEADER_DOC)] = None
-                    ) -> Session | None:
-    """The session named by the ``X-Session-Id`` header (None without it); the call is traced in it. Declared as a
-    parameter so that every operation that reads it says so in the OpenAPI document."""
+async def current_session(request: Request, sessions: Sessions, caller: Caller,
+                          sid: Annotated[str | None, Header(alias=SESSION_HEADER,
+                                                            description=SESSION_HEADER_DOC)] = None
+                          ) -> Session | None:
+    """The session named by the ``X-Session-Id`` header (None without it, at no cost); the call is traced in it.
+    Declared as a parameter so that every operation that reads it says so in the OpenAPI document."""
     if not sid:
         return None
-    s = sessions.get(sid, caller)
+    s = await blocking(sessions.get, sid, caller)
     trace_into(request, s)
     return s
 

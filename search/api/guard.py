@@ -71,6 +71,8 @@ def check_url(scope: dict) -> None:
     if problem:
         raise InvalidRequest(f"path: {problem}.", details={"field": "path"})
     raw = scope.get("query_string", b"").decode("latin-1")
+    if not raw:
+        return
     for key, value in parse_qsl(raw, keep_blank_values=True):
         problem = text_problem(key) or text_problem(value)
         if problem:
@@ -89,6 +91,8 @@ class InputGuard:
             return await self.app(scope, receive, send)
         try:
             check_url(scope)
+            if not _has_body(scope):  # HTTP/1.1: no Content-Length and no Transfer-Encoding, no body to check
+                return await self.app(scope, receive, send)
             body = await self._read(scope, receive)
         except FlysiftError as e:
             return await flysift_response(e)(scope, receive, send)
@@ -129,6 +133,15 @@ class InputGuard:
         if body and is_json(headers.get(b"content-type", b"").decode("latin-1")):
             parse_json_body(body)
         return body
+
+
+def _has_body(scope: dict) -> bool:
+    """Whether the request announces a body (``Content-Length`` other than 0, or ``Transfer-Encoding``); a request
+    with neither has none, so there is nothing to read, bound or check."""
+    for key, value in scope.get("headers", ()):
+        if key == b"transfer-encoding" or (key == b"content-length" and value.strip() not in (b"0", b"")):
+            return True
+    return False
 
 
 def _too_large(limit: int) -> PayloadTooLarge:

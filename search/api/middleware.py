@@ -1,6 +1,10 @@
 """The trace middleware: every call a route marked (``search.api.deps.trace_into``) becomes a trace event of its
 session, stored through ``SessionService.record`` before the last byte of the response is sent, so a client that
-reads its trace right after a call sees that call, and a read's unit is spent with that record."""
+reads its trace right after a call sees that call, and a read's unit is spent with that record.
+
+Only calls that can be traced pay for it: a request with an ``X-Session-Id`` header, or one under
+``/v1/sessions/<id>/`` (names and submissions name their session in the path). Every other request passes straight
+through, with no wrapper around its body or its answer."""
 
 from __future__ import annotations
 
@@ -19,6 +23,9 @@ from search.sessions.service import SessionService
 ID_KEYS = ("pmcid", "passage_id", "go_id", "fbbt_id", "fbdv_id", "term_id")
 MAX_RETURNED_IDS = 500
 MAX_CAPTURE_BYTES = 4_000_000
+SESSION_HEADER = b"x-session-id"
+#: routes that trace into the session of their path (``search.api.sessions``: names, submission)
+SESSION_PATHS = "/v1/sessions/"
 
 
 def returned_ids(body: Any) -> list[str]:
@@ -42,6 +49,11 @@ def returned_ids(body: Any) -> list[str]:
     return list(out)[:MAX_RETURNED_IDS]
 
 
+def traceable(scope) -> bool:
+    """Whether a route of this request may mark it for tracing (``trace_into``)."""
+    return scope["path"].startswith(SESSION_PATHS) or any(k == SESSION_HEADER for k, _ in scope["headers"])
+
+
 def _json(raw: bytes) -> Any:
     try:
         return json.loads(raw) if raw else None
@@ -58,7 +70,7 @@ class TraceMiddleware:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        if scope["type"] != "http" or not traceable(scope):
             return await self.app(scope, receive, send)
         t0 = time.perf_counter()
         started = time.time()

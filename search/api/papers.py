@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import CurrentSession, Search, Sessions
 from search.api.models import SearchRequest
+from search.api.respond import answer, dump, json_response
 from search.core.errors import DEFAULT_COLLECTION, index_missing
 from search.core.models import IndexStats, PaperSearchResults, PaperText, PassageSearchResults
 from search.retrieval.service import SearchService
@@ -36,29 +38,34 @@ def stats(search: Search, collection: str = "default") -> IndexStats:
     return st
 
 
+# Search and read routes are async: their blocking work (expansions, engine, serialisation) runs in one hop
+# (``search.api.respond``) and the answer is not re-validated; ``response_model`` documents it.
+
 @router.post("/papers/search", response_model=PaperSearchResults, tags=["papers"])
-def search_papers(body: SearchRequest, search: Search, sessions: Sessions,
-                  session: CurrentSession) -> PaperSearchResults:
-    return search.search_papers(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
-                                snippets=bool(body.snippets), collection=body.collection,
-                                expansions=sessions.expansions(body.gene, session), mode=body.mode)
+async def search_papers(body: SearchRequest, search: Search, sessions: Sessions,
+                        session: CurrentSession) -> Response:
+    return await answer(lambda: search.search_papers(
+        body.query, limit=body.limit, offset=body.offset, filters=body.filters, snippets=bool(body.snippets),
+        collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode))
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
-def search_passages(body: SearchRequest, search: Search, sessions: Sessions,
-                    session: CurrentSession) -> PassageSearchResults:
-    return search.search_passages(body.query, limit=body.limit, offset=body.offset, filters=body.filters,
-                                  snippets=body.snippets is not False, collection=body.collection,
-                                  expansions=sessions.expansions(body.gene, session), mode=body.mode)
+async def search_passages(body: SearchRequest, search: Search, sessions: Sessions,
+                          session: CurrentSession) -> Response:
+    return await answer(lambda: search.search_passages(
+        body.query, limit=body.limit, offset=body.offset, filters=body.filters,
+        snippets=body.snippets is not False, collection=body.collection,
+        expansions=sessions.expansions(body.gene, session), mode=body.mode))
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
-def get_paper(pmcid: str, request: Request, response: Response, search: Search, sessions: Sessions,
-              session: CurrentSession,
-              sections: Annotated[list[str] | None, Query(description="Section names (repeat or comma-separate); "
-                                                                      "ABSTRACT selects the abstract")] = None,
-              max_chars: Annotated[int | None, Query(description="Page size in characters; a cursor continues")] = None,
-              cursor: str | None = None, collection: str = "default") -> PaperText:
+async def get_paper(pmcid: str, request: Request, search: Search, sessions: Sessions, session: CurrentSession,
+                    sections: Annotated[list[str] | None,
+                                        Query(description="Section names (repeat or comma-separate); ABSTRACT "
+                                                          "selects the abstract")] = None,
+                    max_chars: Annotated[int | None,
+                                         Query(description="Page size in characters; a cursor continues")] = None,
+                    cursor: str | None = None, collection: str = "default") -> Response:
     """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
     X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see
     ``search.sessions.policy``), and cursors are signed for the session that got them."""
@@ -69,12 +76,14 @@ def get_paper(pmcid: str, request: Request, response: Response, search: Search, 
                                  reader=session.id if session else "")
 
     if session is None:
-        return read()
+        return await answer(read)
 
     def hold(charge: ReadCharge) -> None:  # the trace middleware spends it with the call's event
         request.state.read_charge = charge
 
-    text, charge = sessions.read(session, pmcid, cursor is not None, read, hold)
-    response.headers["X-Budget-Used"] = str(charge.used)
-    response.headers["X-Budget-Max"] = str(charge.max_papers)
-    return text
+    def read_in_session() -> tuple[bytes, ReadCharge]:
+        text, charge = sessions.read(session, pmcid, cursor is not None, read, hold)
+        return dump(text), charge
+
+    body, charge = await run_in_threadpool(read_in_session)
+    return json_response(body, headers={"X-Budget-Used": str(charge.used), "X-Budget-Max": str(charge.max_papers)})

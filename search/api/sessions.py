@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from search.api.deps import Caller, Sessions, trace_into
 from search.api.models import (
@@ -20,6 +20,7 @@ from search.api.models import (
     SubmissionResponse,
     TraceResponse,
 )
+from search.api.respond import answer
 from search.core.inputs import INT64_MAX
 from search.sessions.models import Coverage, Session, SessionCreate
 
@@ -46,8 +47,9 @@ def list_sessions(sessions: Sessions, p: Caller,
 
 
 @router.get("/{session_id}", response_model=Session)
-def get_session(session_id: str, sessions: Sessions, p: Caller) -> Session:
-    return sessions.get(session_id, p)
+async def get_session(session_id: str, sessions: Sessions, p: Caller) -> Response:
+    """The session: its settings, budget used, papers read, registered names (one hop, not re-validated)."""
+    return await answer(lambda: sessions.get(session_id, p))
 
 
 @router.post("/{session_id}/close", response_model=Session)
