@@ -8,6 +8,7 @@ declared in pyproject.toml, so ``search`` never imports them.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -53,9 +54,14 @@ def main() -> None:
 @data_dir_option
 @click.option("--host", default=None, help="Bind address (default 127.0.0.1)")
 @click.option("--port", type=int, default=None, help="Port (default 8000)")
-@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes")
-def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int) -> None:
-    """Serve the REST API (OpenAPI at /openapi.json)."""
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default: one per core)")
+def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int | None) -> None:
+    """Serve the REST API (OpenAPI at /openapi.json).
+
+    Workers share the index, the session store (budgets, traces, keys: exact across workers) and the cursor secret
+    through the data dir; each keeps its own rate-limit buckets (a key may reach N times the rate with N workers)
+    and its own open API builds (send a build's calls to one worker: --workers 1, or `flysift index`)."""
     import os
 
     import uvicorn
@@ -63,7 +69,15 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
     settings = settings_for(data_dir)
     os.environ["FLYSIFT_DATA_DIR"] = str(settings.data_dir)
     uvicorn.run("search.api.app:create_app", factory=True, host=host or settings.host, port=port or settings.port,
-                workers=workers, log_level="warning")
+                workers=workers or default_workers(), log_level="warning")
+
+
+def default_workers() -> int:
+    """One worker process per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 @main.command()
