@@ -41,6 +41,7 @@ from search.ontology.model import (
 )
 from search.text import analysis
 from search.text.analysis import CANONICAL, canonical_label, stem  # CANONICAL: for a one-pass pre-check
+from search.text.morphology import Morphology
 from search.text.term_search import id_query
 
 ASPECTS = ("P", "F", "C")
@@ -256,7 +257,7 @@ class TermService:
         if id_query(query):
             hits = engine(query, limit)
         else:
-            hits = self._ranked(ont, query, engine)[:limit]
+            hits = self._ranked(ont, query, engine, limit)
         return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
 
     def rerank_model(self, ont: Ontology) -> RerankModel:
@@ -270,11 +271,15 @@ class TermService:
                     self._lex[ont.name] = cached
         return cached[1]
 
-    def _ranked(self, ont: Ontology, query: str, engine: Callable[[str, int], list[TermHit]]) -> list[TermHit]:
-        """Engine candidates for the query and its best rewrites, re-ranked (:func:`rerank`)."""
+    def _ranked(self, ont: Ontology, query: str, engine: Callable[[str, int], list[TermHit]],
+                limit: int | None = None) -> list[TermHit]:
+        """Engine candidates for the query, its mention forms (:mod:`search.text.morphology`) and its best rewrites,
+        re-ranked (:func:`rerank`)."""
         lex = self.rerank_model(ont)
+        query = spell_greek(query)
         canon = canonical_label(query)
-        rewrites = []
+        mentions = [" ".join(v) for v in mention_forms(lex, words(canon))]
+        rewrites = list(mentions)
         for abbr in abbreviations(query):
             if stem(abbr.lower()) in lex.idf or (abbr.lower(),) in lex.rules:
                 continue   # a word the ontology's labels use ("ATP", "DNA"), or one a rule rewrites ("IL")
@@ -292,10 +297,10 @@ class TermService:
             for h in found:
                 hits.setdefault(h.id, h)
                 scores[h.id] = max(scores.get(h.id, 0.0), h.score / top)
-        variants = [(canon, 1.0), *((r, REWRITE_DISCOUNT) for r in rewrites)]
+        variants = [(canon, 1.0), *((r, MENTION_DISCOUNT if r in mentions else REWRITE_DISCOUNT) for r in rewrites)]
         if canon != query:
             variants.append((query, RAW_DISCOUNT))
-        return rerank(ont, lex, variants, list(hits.values()), scores)
+        return rerank(ont, lex, variants, list(hits.values()), scores, limit)
 
     @staticmethod
     def _check_query(query: str) -> str:
@@ -465,10 +470,20 @@ PHRASE_MAX = 6
 W_DEF = 0.05
 W_ENGINE = 0.05
 REWRITE_DISCOUNT = 0.95
+#: the query's mention forms (lemmas, process nouns, joined split words: :func:`mention_forms`); these and the query
+#: itself (discount >= MENTION_DISCOUNT) may earn the exact-label bonus, rule rewrites may not
+MENTION_DISCOUNT = 0.97
 #: the query as given, when GO's naming conventions rewrote it ("activation of X" is "positive regulation of X")
 RAW_DISCOUNT = 0.85
-SYNONYM_DISCOUNT = 0.9
+#: a synonym's similarity counts this share of a name's, by scope (EXACT > NARROW/BROAD > RELATED)
+SYNONYM_DISCOUNT = {"EXACT": 0.9, "NARROW": 0.85, "BROAD": 0.85, "RELATED": 0.8}
 FRAME_PENALTY = 0.4
+#: a query form whose stems are exactly a label's: the name or an exact synonym of a live term ranks first, then
+#: narrow/broad, then related synonyms (× the form's discount: the query as written before its mention forms)
+EXACT_BONUS = {"": 1.0, "EXACT": 0.9, "NARROW": 0.7, "BROAD": 0.7, "RELATED": 0.6}
+#: a one-word query (a bare modifier, "mitotic") prefers the most general of the terms whose label holds it:
+#: + W_GENERAL × log(1 + descendants) / log(1 + terms)
+W_GENERAL = 0.1
 
 #: Greek letters as GO and FBbt spell them in names
 GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "ζ": "zeta", "η": "eta",
@@ -485,6 +500,33 @@ ABBREV_MAX = 4
 ABBREV_EXPANSIONS = 3
 #: stems that make the regulation frame of a GO label: "regulation of X" ≠ "positive regulation of X" ≠ X
 FRAME = ("regul", "posit", "negat")
+
+
+_GREEK_RE = regex.compile(r"(\p{L}?)([" + "".join(GREEK) + r"])(?=(\p{L}?))")
+
+
+def spell_greek(text: str) -> str:
+    """Greek letters spelled as GO and FBbt write them: inside a word joined ("IκB" → "IkappaB"), after a word
+    apart ("TGFβ" → "TGF beta", "PDGFRβ" → "PDGFR beta"), else in place ("β-catenin" → "beta-catenin")."""
+    if text.isascii():
+        return text
+
+    def one(m: regex.Match[str]) -> str:
+        before, letter, after = m.group(1), GREEK[m.group(2)], m.group(3)
+        return before + letter if (not before or after) else f"{before} {letter}"
+    return _GREEK_RE.sub(one, text.replace("Κ", "κ"))
+
+
+def mention_forms(lex: RerankModel, ws: list[str]) -> list[list[str]]:
+    """The query's words as the ontology writes them: each word's lemma or process noun from the morphology learned
+    at indexing ("nuclei" → nucleus, "secretory" → secretion), and two words joined where the ontology uses the
+    joined word ("hind gut" → hindgut)."""
+    out = lex.morph.variants(ws)
+    for j in range(len(ws) - 1):
+        joined = ws[j] + ws[j + 1]
+        if joined.isalpha() and stem(joined) in lex.idf:
+            out.append(ws[:j] + [joined] + ws[j + 2:])
+    return out
 
 
 def words(text: str) -> list[str]:
@@ -608,6 +650,9 @@ class RerankModel:
                     if len(known) < 2 and all(r != tuple(nw) for r, _ in known):
                         known.append((tuple(nw), 0))   # count 0: a synonym phrase, not a learned rule
         self.max_lhs = max((len(k) for k in self.rules), default=0)
+        self.morph = Morphology.learn(w for nw, syns_raw in raw for ws in (nw, *syns_raw) for w in ws)
+        self._ont = ont
+        self._general: dict[int, float] = {}
         # initials of 2–4 consecutive name words, for abbreviations ("vDR" → "ventral double row")
         self.names_words = [words(name) for name in d["names"]]
         self.initials: dict[str, list[int]] = {}
@@ -620,7 +665,7 @@ class RerankModel:
                         self.initials.setdefault("".join(window), []).append(i)
 
     #: the layout of :meth:`state`; a saved model of another format is learned again
-    FORMAT = 2
+    FORMAT = 3
 
     def state(self) -> dict[str, Any]:
         """What :meth:`from_state` needs, as flat JSON lists (learning it again takes seconds): label stems and name
@@ -637,7 +682,8 @@ class RerankModel:
                 "words": [code(w) for ws in self.names_words for w in ws], "vocab": list(vocab),
                 "rules": [" ".join(k) for k in lhs], "rule_sizes": [len(self.rules[k]) for k in lhs],
                 "rhs": [" ".join(r) for k in lhs for r, _ in self.rules[k]],
-                "rhs_counts": [c for k in lhs for _, c in self.rules[k]], "initials": self.initials}
+                "rhs_counts": [c for k in lhs for _, c in self.rules[k]], "initials": self.initials,
+                "morphology": self.morph.state()}
 
     @classmethod
     def from_state(cls, state: Any, ont: Ontology) -> "RerankModel":
@@ -684,10 +730,22 @@ class RerankModel:
         if not isinstance(numbers, float | int) or not all(isinstance(w, str) for w in vocab):
             raise ValueError("malformed re-ranker model (weights or vocabulary)")
         self.max_lhs = max((len(k) for k in self.rules), default=0)
+        self.morph = Morphology.from_state(state.get("morphology"))
         self.index = ont.row_of
         self._defs = ont.columns["defs"]
         self._def_stems = {}
+        self._ont = ont
+        self._general = {}
         return self
+
+    def generality(self, i: int) -> float:
+        """How general term ``i`` is: log(1 + its descendants over the hierarchy) / log(1 + terms), cached."""
+        got = self._general.get(i)
+        if got is None:
+            ids = self._ont.ids
+            n = len(self._ont.descendants(ids[i], "hierarchy")) if 0 <= i < len(ids) else 0
+            got = self._general[i] = math.log1p(n) / math.log1p(max(1, len(ids)))
+        return got
 
     def expansions(self, token: str) -> list[tuple[str, ...]]:
         """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)
@@ -747,43 +805,65 @@ class RerankModel:
 
 
 def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], hits: list[TermHit],
-           engine: dict[str, float]) -> list[TermHit]:
-    """Re-rank candidates: ``score = best label similarity + W_DEF · definition coverage + W_ENGINE · engine``.
+           engine: dict[str, float], limit: int | None = None) -> list[TermHit]:
+    """Re-rank candidates: ``score = best label similarity + exact-label bonus + W_DEF · definition coverage +
+    W_ENGINE · engine (+ generality for one-word queries)``.
 
-    ``variants`` are the query's forms with their discounts (the query as given 1.0, rewrites less); a label's
-    similarity to a form is their IDF-weighted Dice over stems, × ``FRAME_PENALTY`` when the regulation frame
-    differs, × ``SYNONYM_DISCOUNT`` for synonyms (names first). ``engine`` holds each hit's engine score over
-    the top engine score of its search. Engine-neutral: both engines rank alike."""
+    ``variants`` are the query's forms with their discounts (the query as given 1.0, mention forms and rewrites
+    less); a label's similarity to a form is their IDF-weighted Dice over stems, × ``FRAME_PENALTY`` when the
+    regulation frame differs, × ``SYNONYM_DISCOUNT[scope]`` for synonyms (names first). A form whose stems are
+    exactly a label's adds ``EXACT_BONUS[scope]`` × its discount. ``engine`` holds each hit's engine score over
+    the top engine score of its search. Engine-neutral: both engines rank alike. Only the best ``limit`` hits are
+    built (all when None)."""
     forms = []
     for text, discount in variants:
         toks = stems(words(text))
         if toks:
-            forms.append((toks, lex.weight(toks), _frame(toks), discount, text))
+            idf = {t: lex.idf.get(t, lex.unknown_idf) for t in toks}
+            forms.append((toks, idf, sum(idf.values()), _frame(toks), discount))
     if not forms or not hits:
-        return hits
-    out = []
-    for h in hits:
+        return hits[:limit] if limit else hits
+    one_word = len(forms[0][0]) == 1
+    syns_col = ont.columns["synonyms"]
+    scored: list[tuple[float, int, int | None, TermHit]] = []   # score, order, best synonym index, hit
+    for order, h in enumerate(hits):
         i = lex.index.get(h.id)
         if i is None:
-            out.append(h.model_copy(update={"score": round(W_ENGINE * engine.get(h.id, 0.0), 4)}))
+            scored.append((W_ENGINE * engine.get(h.id, 0.0), order, None, h))
             continue
         labels, weights = lex.labels[i], lex.label_weights[i]
-        best, direct, best_k = 0.0, 0.0, 0
+        term_syns = syns_col[i]
+        best = direct = exact = 0.0
+        best_k = 0
         for k, lab in enumerate(labels):
-            if not lab:
+            if not lab or all(toks.isdisjoint(lab) for toks, *_ in forms):
                 continue
             frame = _frame(lab)
-            for toks, w, fr, discount, _ in forms:
-                s = 2 * lex.weight(toks & lab) / (w + weights[k])
+            scope = term_syns[k - 1][1] if k else ""
+            label_discount = SYNONYM_DISCOUNT.get(scope, 0.8) if k else 1.0
+            for toks, idf, w, fr, discount in forms:
+                inter = toks & lab
+                if not inter:
+                    continue
+                s = 2 * sum(idf[t] for t in inter) / (w + weights[k])
                 if discount == 1.0 and s > direct:   # the label reported: best against the query itself
                     direct, best_k = s, k
-                s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * (SYNONYM_DISCOUNT if k else 1.0)
+                if toks == lab and discount >= MENTION_DISCOUNT:
+                    exact = max(exact, discount * EXACT_BONUS.get(scope, 0.6))
+                s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * label_discount
                 best = max(best, s)
         definition = lex.definition(i)
-        cover = max(lex.weight(toks & definition) / (w or 1.0) for toks, w, *_ in forms)
-        score = best + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
-        term_syns = ont.columns["synonyms"][i]
-        matched = term_syns[best_k - 1][0] if best_k else None
-        out.append(h.model_copy(update={"score": round(score, 4), "matched_synonym": matched}))
-    out.sort(key=lambda h: -h.score)
+        cover = max(sum(idf[t] for t in toks & definition) / (w or 1.0) for toks, idf, w, *_ in forms)
+        score = best + exact + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
+        if one_word and best > 0:
+            score += W_GENERAL * lex.generality(i)
+        scored.append((score, order, best_k, h))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    out = []
+    for score, _, label_k, h in scored[:limit] if limit else scored:
+        update: dict[str, Any] = {"score": round(score, 4)}
+        if label_k is not None:
+            row = lex.index[h.id]
+            update["matched_synonym"] = syns_col[row][label_k - 1][0] if label_k else None
+        out.append(h.model_copy(update=update))
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from search.core.models import TermHit
@@ -50,6 +51,13 @@ def variant_keys(variants: Iterable[list[str]]) -> list[str]:
     return list(dict.fromkeys(" ".join(v) for v in variants if v))
 
 
+@lru_cache(maxsize=100_000)
+def label_tokens(text: str) -> frozenset[str]:
+    """Word-view tokens of a label (cached: every hit compares the query with its name and each synonym, and the
+    same labels come back search after search)."""
+    return frozenset(analyze("word", text))
+
+
 def term_hit(ontology: str, d: dict[str, list[Any]], score: float, tokens: set[str]) -> TermHit:
     """A hit from a term's stored fields (each a list of values, as tantivy's ``Document.to_dict()`` gives them; the
     cluster engine brings its ``_source`` into that shape). ``matched_synonym``: the synonym sharing most query
@@ -57,10 +65,10 @@ def term_hit(ontology: str, d: dict[str, list[Any]], score: float, tokens: set[s
     name = d.get("name", [""])[0]
     matched = None
     if tokens:
-        best = len(tokens & set(analyze("word", name)))
+        best = len(tokens & label_tokens(name))
         for field in SYNONYM_FIELDS.values():
             for syn in d.get(field, []):
-                overlap = len(tokens & set(analyze("word", syn)))
+                overlap = len(tokens & label_tokens(syn))
                 if overlap > best:
                     best, matched = overlap, syn
     definition = d.get("definition", [""])[0]

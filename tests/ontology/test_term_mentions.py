@@ -1,0 +1,85 @@
+"""Mentions as curators meet them in papers resolve to their term (issue #15): one real example per class of miss,
+on small fixtures copied from GO 2022-07-01 and FBbt 2013 (tests/fixtures/mentions_*.obo) holding each mention's
+term and the terms that outranked it before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from search.engines.embedded.terms import TermIndex
+from search.ontology.model import Ontology
+from search.ontology.service import RerankModel, TermService, spell_greek
+from search.text.morphology import Morphology
+
+FIX = Path(__file__).parents[1] / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory) -> TermService:
+    d = tmp_path_factory.mktemp("mentions")
+    cache = tmp_path_factory.mktemp("cache")
+    service = TermService(d)
+    for file, name in (("mentions_go.obo", "go"), ("mentions_fbbt.obo", "fbbt")):
+        service.index_ontology(Ontology.load(FIX / file, name, cache_dir=cache), TermIndex(d).write)
+    return TermService(d)   # a fresh service: reads the saved re-ranker model, morphology included
+
+
+def top(svc: TermService, ontology: str, query: str) -> str:
+    return svc.search(ontology, query, limit=5).hits[0].id
+
+
+@pytest.mark.parametrize("mention, ontology, want", [
+    # derived adjectives: the process noun is the term
+    ("secretory", "go", "GO:0046903"),            # secretion, not secretory granule
+    ("hematopoietic", "go", "GO:0030097"),        # hemopoiesis (synonym hematopoiesis)
+    # irregular and Latin/Greek plurals
+    ("nuclei", "go", "GO:0005634"),               # nucleus, not nuclear division
+    ("cilia", "go", "GO:0005929"),                # cilium, not motile cilium
+    ("testes", "fbbt", "FBbt:00004928"),          # testis (nothing was found before)
+    # an exact synonym ranked below a longer term that contains it
+    ("intracellular", "go", "GO:0005622"),        # not intracellular transport or cellularization
+    # abbreviations and Greek letters
+    ("TGFβ signaling", "go", "GO:0007179"),       # not signaling
+    ("IκB kinase complex", "go", "GO:0008385"),   # IkappaB kinase complex, not protein kinase complex
+    # a bare modifier stands for its process
+    ("mitotic", "go", "GO:0000278"),              # mitotic cell cycle, not mitotic spindle
+    # split words
+    ("hind gut", "fbbt", "FBbt:00005384"),        # hindgut, not adult hindgut or gut
+])
+def test_mention_resolves_to_its_term(svc, mention, ontology, want):
+    assert top(svc, ontology, mention) == want
+
+
+def test_exact_name_or_exact_synonym_of_a_live_term_ranks_first(svc):
+    assert top(svc, "go", "cilium") == "GO:0005929"
+    assert top(svc, "go", "hematopoiesis") == "GO:0030097"
+    assert top(svc, "go", "mitotic spindle") == "GO:0072686"
+
+
+def test_greek_letters_are_spelled_as_the_ontologies_write_them():
+    assert spell_greek("TGFβ") == "TGF beta"
+    assert spell_greek("IκB kinase") == "IkappaB kinase"
+    assert spell_greek("β-catenin binding") == "beta-catenin binding"
+    assert spell_greek("plain ascii") == "plain ascii"
+
+
+def test_morphology_points_only_at_vocabulary_words():
+    m = Morphology.learn(["nucleus", "cilium", "mitochondrion", "secretion", "apoptosis", "splicing", "hemopoiesis"])
+    assert m.alternatives("nuclei") == ["nucleus"]               # lemminflect's dictionary
+    assert m.alternatives("mitochondria") == ["mitochondrion"]   # the classical plural endings
+    assert m.alternatives("secretory") == ["secretion"]          # derivation
+    assert m.alternatives("apoptotic") == ["apoptosis"]
+    assert m.alternatives("spliced") == ["splicing"]
+    assert m.alternatives("unrelated") == []
+    assert all(w in {"nucleus", "cilium", "mitochondrion", "secretion", "apoptosis", "splicing", "hemopoiesis"}
+               for ws in m.forms.values() for w in ws)
+    assert Morphology.from_state(m.state()).forms == m.forms
+    with pytest.raises(ValueError):
+        Morphology.from_state({"forms": ["a"], "sizes": [2], "words": ["b"]})
+
+
+def test_saved_model_keeps_the_morphology(svc):
+    ont = svc.ontology("go")
+    assert svc.rerank_model(ont).morph.forms == RerankModel(ont).morph.forms
