@@ -161,6 +161,7 @@ def requests_of(result) -> list[tuple[str, Any]]:
 
 # ---- tests ----------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_single_budget_refusal_last_valid_submission_and_replay(service, gene, tmp_path):
     task = GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2)
     with FakeOpenAI(scripted) as fake:

@@ -122,6 +122,7 @@ def test_a_too_long_query_is_a_per_query_error_and_the_rest_run(tmp_path):
         search_run(_OneQueryTooLong(), coll, "beir-tiny")
 
 
+@pytest.mark.slow  # ranx compiles on first use
 def test_a_run_without_any_hit_is_reported_not_crashed():
     res = score_runs(dict(QRELS_BY_QUERY), {"empty": {"q1": {}, "q2": {}, "q3": {}}})
     assert "no query returned any hit" in res["runs"]["empty"]["error"]
