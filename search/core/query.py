@@ -7,12 +7,22 @@ Each clause names the text view it targets; the engine analyses ``text`` with th
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 #: Field weights for paper search; passages have a single text field.
 FIELD_BOOSTS: dict[str, float] = {"title": 3.0, "abstract": 2.0, "body": 1.0}
+#: BM25's term-frequency saturation and length normalisation in both engines: tantivy's fixed constants, which the
+#: cluster engine's index similarity repeats (``search.engines.cluster.mappings.SIMILARITY``) so both rank alike.
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def bm25_parameters(kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
+    """The BM25 parameters a search ran under, as ``explain`` reports them."""
+    fields = dict(FIELD_BOOSTS) if kind == "papers" else {"text": 1.0}
+    return {"k1": BM25_K1, "b": BM25_B, "field_weights": fields}
 
 
 class Clause(BaseModel):

@@ -25,12 +25,12 @@ from search.core.models import (
     Section,
 )
 from search.core.names import PATTERNS, check_collection
-from search.core.query import EngineQuery, Filters
+from search.core.query import EngineQuery, Filters, bm25_parameters
 from search.engines import Engine, open_engine
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
 from search.retrieval.fusion import rrf
-from search.retrieval.planner import describe, gene_in_title, plan
+from search.retrieval.planner import describe, explain, gene_in_title, plan
 from search.text.passages import split_passages
 
 COLLECTION_NAME = PATTERNS["collection"]   # one home: search.core.names (use fullmatch)
@@ -115,7 +115,8 @@ class SearchService:
 
     def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
                       snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
-                      known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25") -> PaperSearchResults:
+                      known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
+                      explain_plan: bool = False) -> PaperSearchResults:
         """Papers by BM25, by their nearest passage (dense: cosine of the best passage) or by RRF of both (hybrid).
         Dense ignores gene expansions: they act through the BM25 half of hybrid."""
         self.check_page(limit, offset)
@@ -135,11 +136,14 @@ class SearchService:
         for hit in res.hits:
             hit.gene_in_title = gene_in_title(text, hit.title)
         res.query = describe(query) | {"mode": mode}
+        if explain_plan:
+            res.query["explain"] = explain(text, query, known_symbols, bm25_parameters("papers"))
         return res
 
     def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
                         snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
-                        known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25") -> PassageSearchResults:
+                        known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
+                        explain_plan: bool = False) -> PassageSearchResults:
         """Passages by BM25, by embedding cosine (dense) or by RRF of both (hybrid); dense-only hits carry no
         snippet and match no named clause."""
         self.check_page(limit, offset)
@@ -160,6 +164,8 @@ class SearchService:
             res = PassageSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                        took_ms=(time.perf_counter() - t0) * 1000)
         res.query = describe(query) | {"mode": mode}
+        if explain_plan:
+            res.query["explain"] = explain(text, query, known_symbols, bm25_parameters("passages"))
         return res
 
     # ---- reading ----------------------------------------------------------------------------------------------

@@ -36,6 +36,18 @@ def test_capitals_and_title_case_keep_symbols_the_lexicon_knows_in_that_case(dat
     assert ("GAL4", "symbol", 1.0) in views(plan("Expression Of GAL4 In The Wing"))
 
 
+def test_one_shouted_word_is_a_word_that_prefers_its_exact_case():
+    q = plan("DEPRESSION")
+    assert q.case == "capitals" and views(q) == [("DEPRESSION", "word", 1.0), ("DEPRESSION", "symbol", 0.2)]
+    assert views(plan("GAL4")) == [("GAL4", "symbol", 1.0)] and views(plan("N")) == [("N", "symbol", 1.0)]
+
+
+def test_lower_case_symbol_shapes_in_running_text_also_match_their_words():
+    q = plan("high-fat meal effects")
+    assert ("high-fat", "symbol", 1.0) in views(q) and ("high-fat", "word", 0.5) in views(q)
+    assert views(plan("l(2)gl")) == [("l(2)gl", "symbol", 1.0)]                  # a lone symbol stays exact
+
+
 def test_symbol_queries_are_not_mistaken_for_shouting_or_titles():
     assert query_case(["Dl", "N"]) == "as written" and query_case(["Dl", "Su(H)", "Notch"]) == "as written"
     assert [(c.text, c.view) for c in plan("Dl N").clauses] == [("Dl", "symbol"), ("N", "symbol")]
@@ -53,7 +65,7 @@ def test_stop_words_are_neither_symbol_clauses_nor_kept_in_longer_queries():
     known = plan("role of the dl gradient in the embryo", known_symbols={"dl"})
     assert [c.text for c in known.clauses if c.view == "symbol"] == ["dl"]
     # a short query keeps the half-weight exact-case clause of short words (dl ranks exact-case mentions first)
-    assert views(plan("dl gradient")) == [("dl", "word", 1.0), ("dl", "symbol", 0.5), ("gradient", "word", 1.0)]
+    assert views(plan("dl gradient")) == [("dl", "word", 1.0), ("dl", "symbol", 0.2), ("gradient", "word", 1.0)]
     assert views(plan("of the")) == [("of", "word", 1.0), ("the", "word", 1.0)]
 
 
@@ -95,3 +107,18 @@ def test_explain_says_where_each_token_went_and_why():
     assert by_token["the"]["view"] == "dropped" and ex["dropped"] == ["is", "the", "of", "in"]
     assert by_token["margin"]["view"] == "word" and ex["expanded"] == ["Delta"] and ex["bm25"]["k1"] == 1.2
     assert ex["case"] == "as written"
+
+
+def test_service_explains_paper_and_passage_searches_on_request(settings):
+    from search.retrieval.service import SearchService
+
+    svc = SearchService(settings)
+    res = svc.search_papers("WING DISC GROWTH", explain_plan=True)
+    ex = res.query["explain"]
+    assert ex["case"] == "capitals" and ex["bm25"]["field_weights"]["title"] == 3.0 and ex["bm25"]["k1"] > 0
+    assert [t["view"] for t in ex["tokens"]] == ["word", "word", "word"]
+    assert res.hits and res.query["case"] == "capitals"
+    passages = svc.search_passages("growth of the wing disc", explain_plan=True)
+    ex = passages.query["explain"]
+    assert ex["dropped"] == ["of", "the"] and ex["bm25"]["field_weights"] == {"text": 1.0}
+    assert "explain" not in svc.search_papers("wing").query                     # only when asked

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from search.core.models import Paper, Section
+from search.core.query import BM25_B, BM25_K1
 from search.text import analysis
 from search.text.term_search import FIELD_BOOSTS as TERM_FIELDS
 
 #: the similarity of every index (the embedded engine's BM25 parameters)
-SIMILARITY = {"default": {"type": "BM25", "k1": 1.2, "b": 0.75}}
+SIMILARITY = {"default": {"type": "BM25", "k1": BM25_K1, "b": BM25_B}}
 
 
 def analysis_settings() -> dict[str, Any]:
