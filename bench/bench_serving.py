@@ -1,0 +1,312 @@
+"""Serving at the engine's speed (issue #13): what a request costs in-process and over HTTP, in one run on one corpus.
+
+1. In-process: CPU per call of ``SearchService`` (paper and passage search, answer serialised to JSON as the API
+   does), of ``TermService`` term search and of a session read (``SessionService.get``), after a warm-up.
+2. HTTP: ``flysift serve --workers N`` (default: one per core) on loopback; for paper search, passage search, term
+   search and a session read (``GET /v1/sessions/{id}``): requests/s, p50/p99 latency and errors at 1, 8, 32 and 128
+   connections (wrk, one thread; an asyncio client when wrk is missing), and the server's CPU per request (user +
+   system of the whole process tree, from /proc, divided by the requests wrk completed).
+3. The sessions benchmark (``bench/bench_sessions.py``: agents search, read to their budget, submit) against the same
+   server, with 64 agents.
+4. Resident memory of each worker at the end.
+
+The corpus is generated (``indexer/synthetic.py``) and indexed once per parameter set (reused); term search uses
+GO from ``/work/shared/data/ontologies/go-basic.obo.gz`` when it is there, else the test fixture ``mini.obo``. The
+machine is whatever runs this: wrk and the server share its cores, so the numbers are for a client on the same host.
+
+    .venv/bin/python bench/bench_serving.py --papers 2000 --work /tmp/bench-serving
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+import psutil  # noqa: E402
+
+from bench.bench_sessions import build, drive  # noqa: E402
+from bench.bench_sessions import report as sessions_report  # noqa: E402
+from bench.common import (  # noqa: E402
+    REPO,
+    flysift_command,
+    free_port,
+    latency_summary,
+    machine,
+    markdown_table,
+    served,
+    write_json,
+)
+
+GO_SHARED = Path("/work/shared/data/ontologies/go-basic.obo.gz")
+GO_FIXTURE = REPO / "tests" / "fixtures" / "mini.obo"
+WORDS = ["expression", "wing disc", "mutant phenotype", "signalling", "embryo", "eye development", "neuron",
+         "transcription", "apoptosis", "germline"]
+TERM_WORDS = ["wing", "nucleus", "cell cycle", "eye", "development", "binding", "transport", "membrane", "axon",
+              "signaling"]
+
+
+def index_terms(data: Path) -> str:
+    """GO indexed into ``data`` (once); returns which file."""
+    obo = GO_SHARED if GO_SHARED.exists() else GO_FIXTURE
+    mark = data / f"terms-indexed-{obo.name}"
+    if not mark.exists():
+        subprocess.run([*flysift_command(), "index", "ontology", str(obo), "--name", "go", "--data-dir", str(data)],
+                       check=True, stdout=subprocess.DEVNULL)
+        mark.write_text("ok\n")
+    return str(obo)
+
+
+def queries(genes: list) -> list[str]:
+    return [g.symbol for g in genes[:20]] + WORDS + [f"{g.symbol} {w}" for g, w in zip(genes, WORDS, strict=False)]
+
+
+# ---- in-process ---------------------------------------------------------------------------------------------------
+
+def cpu_per_call(fn, args: list, repeat: int) -> float:
+    """Milliseconds of this process's CPU per call of ``fn`` over ``args`` (cycled), after one warm-up pass."""
+    for a in args:
+        fn(a)
+    n = 0
+    c0 = time.process_time()
+    while n < repeat:
+        for a in args:
+            fn(a)
+            n += 1
+    return round((time.process_time() - c0) / n * 1000, 4)
+
+
+def in_process(data: Path, qs: list[str], sid: str, repeat: int) -> dict[str, float]:
+    from search.core.config import Settings
+    from search.ontology.service import TermService
+    from search.retrieval.service import SearchService
+    from search.sessions.keys import LOCAL
+    from search.sessions.service import SessionService
+    from search.sessions.store import open_store
+
+    settings = Settings(data_dir=data)
+    svc = SearchService(settings)
+    terms = TermService(settings.data_dir, engine=svc.engine())
+    sessions = SessionService(open_store(settings), settings, terms=terms)
+    return {
+        "paper search (engine + planner)": cpu_per_call(lambda q: svc.search_papers(q, limit=10), qs, repeat),
+        "paper search + JSON": cpu_per_call(lambda q: svc.search_papers(q, limit=10).model_dump_json(), qs, repeat),
+        "passage search + JSON": cpu_per_call(lambda q: svc.search_passages(q, limit=10).model_dump_json(), qs,
+                                              repeat),
+        "term search + JSON": cpu_per_call(lambda q: terms.search("go", q, limit=10).model_dump_json(), TERM_WORDS,
+                                           repeat),
+        "session read + JSON": cpu_per_call(lambda s: sessions.get(s, LOCAL).model_dump_json(), [sid], repeat),
+    }
+
+
+# ---- HTTP ---------------------------------------------------------------------------------------------------------
+
+def endpoints(qs: list[str], sid: str) -> dict[str, list[dict[str, Any]]]:
+    """Per benchmark: the requests wrk cycles through (method, path, body)."""
+    return {
+        "paper search": [{"method": "POST", "path": "/v1/papers/search", "body": json.dumps({"query": q})}
+                         for q in qs],
+        "passage search": [{"method": "POST", "path": "/v1/passages/search", "body": json.dumps({"query": q})}
+                           for q in qs],
+        "term search": [{"method": "GET", "path": "/v1/terms/search?" + str(httpx.QueryParams({"q": q, "limit": 10}))}
+                        for q in TERM_WORDS],
+        "session read": [{"method": "GET", "path": f"/v1/sessions/{sid}"}],
+    }
+
+
+def lua_script(reqs: list[dict[str, Any]], path: Path) -> Path:
+    """A wrk script that cycles through ``reqs`` and counts non-2xx answers."""
+    lines = ["local reqs = {}"]
+    for i, r in enumerate(reqs, 1):
+        body = json.dumps(r.get("body")) if r.get("body") else "nil"
+        lines.append(f"reqs[{i}] = wrk.format({json.dumps(r['method'])}, {json.dumps(r['path'])}, "
+                     f"{{[\"Content-Type\"] = \"application/json\"}}, {body})")
+    lines += ["local i = 0",
+              "request = function() i = i % #reqs + 1; return reqs[i] end"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def tree_cpu(proc: psutil.Process) -> float:
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def _ms(v: str) -> float:
+    m = re.match(r"([\d.]+)(us|ms|s)", v)
+    if not m:
+        return float("nan")
+    return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+
+
+def run_wrk(base: str, script: Path, connections: int, seconds: float) -> dict[str, Any]:
+    out = subprocess.run(["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds:g}s", "--latency",
+                          "--timeout", "10s", "-s", str(script), base], capture_output=True, text=True, check=True
+                         ).stdout
+    reqs = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    dist = dict(re.findall(r"^\s+(50|99)%\s+(\S+)", out, flags=re.M))
+    return {"requests": reqs, "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore
+            "p50_ms": round(_ms(dist.get("50", "")), 2), "p99_ms": round(_ms(dist.get("99", "")), 2),
+            "errors": (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)}
+
+
+async def _asyncio_load(base: str, reqs: list[dict[str, Any]], connections: int, seconds: float) -> dict[str, Any]:
+    ms: list[float] = []
+    errors = 0
+    deadline = time.monotonic() + seconds
+
+    async def conn(k: int) -> None:
+        nonlocal errors
+        async with httpx.AsyncClient(base_url=base, timeout=10, limits=httpx.Limits(max_connections=1)) as c:
+            i = k
+            while time.monotonic() < deadline:
+                r = reqs[i % len(reqs)]
+                i += 1
+                t0 = time.perf_counter()
+                try:
+                    resp = await c.request(r["method"], r["path"], content=r.get("body"),
+                                           headers={"Content-Type": "application/json"})
+                    errors += resp.status_code >= 300
+                except httpx.HTTPError:
+                    errors += 1
+                ms.append((time.perf_counter() - t0) * 1000)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(conn(k) for k in range(connections)))
+    lat = latency_summary(ms)
+    return {"requests": len(ms), "rps": round(len(ms) / (time.perf_counter() - t0), 1), "p50_ms": lat["p50_ms"],
+            "p99_ms": lat["p99_ms"], "errors": errors}
+
+
+def http_matrix(base: str, server: psutil.Process, eps: dict[str, list[dict[str, Any]]], conns: list[int],
+                seconds: float, work: Path) -> list[dict[str, Any]]:
+    wrk = shutil.which("wrk")
+    rows = []
+    for name, reqs in eps.items():
+        script = lua_script(reqs, work / f"wrk-{name.replace(' ', '-')}.lua")
+        for c in conns:
+            cpu0 = tree_cpu(server)
+            if wrk:
+                r = run_wrk(base, script, c, seconds)
+            else:
+                r = asyncio.run(_asyncio_load(base, reqs, c, seconds))
+            cpu = tree_cpu(server) - cpu0
+            r |= {"endpoint": name, "connections": c, "client": "wrk" if wrk else "asyncio",
+                  "server_cpu_ms_per_request": round(cpu / max(1, r["requests"]) * 1000, 3)}
+            rows.append(r)
+            print(f"  {name:15} c={c:<4} {r['rps']:>8.0f} req/s  p50 {r['p50_ms']:>7} ms  p99 {r['p99_ms']:>7} ms  "
+                  f"errors {r['errors']}  server CPU {r['server_cpu_ms_per_request']} ms/req", flush=True)
+    return rows
+
+
+def worker_rss(server: psutil.Process) -> list[int]:
+    """RSS of each worker (spawned children; the server itself when it has none)."""
+    workers = [p for p in server.children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
+    return sorted(p.memory_info().rss for p in workers or [server])
+
+
+def report(res: dict[str, Any]) -> str:
+    m = res["machine"]
+    out = [f"Corpus: {res['papers']} generated papers × ~{res['words']} words; {res['workers']} worker(s); "
+           f"{m['cores']} cores ({m['cpu']}), load average {m['load_avg_1m']} before, {res['load_avg_1m_end']} "
+           f"after; terms: {Path(res['ontology']).name}; client: {res['http'][0]['client'] if res['http'] else '-'}.",
+           "", "In-process CPU per call (ms):", "",
+           markdown_table(["call", "CPU ms"], list(res["in_process"].items())), "", "HTTP:", "",
+           markdown_table(["endpoint", "connections", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req"],
+                          [[r["endpoint"], r["connections"], round(r["rps"]), r["p50_ms"], r["p99_ms"], r["errors"],
+                            r["server_cpu_ms_per_request"]] for r in res["http"]]),
+           "", f"Worker RSS: {', '.join(f'{b / 2**20:.0f} MiB' for b in res['worker_rss'])}"]
+    if res.get("sessions"):
+        out += ["", "Sessions benchmark:", "", sessions_report(res["sessions"])]
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--papers", type=int, default=2000)
+    ap.add_argument("--words", type=int, default=800)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--workers", type=int, default=None, help="API workers (default: flysift serve's, one per core)")
+    ap.add_argument("--connections", default="1,8,32,128")
+    ap.add_argument("--seconds", type=float, default=8.0, help="per endpoint and connection count")
+    ap.add_argument("--repeat", type=int, default=2000, help="in-process calls per measurement")
+    ap.add_argument("--agents", type=int, default=64, help="sessions benchmark agents (0: skip it)")
+    ap.add_argument("--session-seconds", type=float, default=30.0)
+    ap.add_argument("--work", type=Path, default=Path("bench-work/serving"))
+    args = ap.parse_args()
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    data, key, genes = build(args.work, args.papers, args.words, args.seed)
+    ontology = index_terms(data)
+    qs = queries(genes)
+    store_db = args.work / f"sessions-{int(time.time())}.sqlite"
+    env = {**os.environ, "FLYSIFT_DATA_DIR": str(data), "FLYSIFT_AUTH": "false", "FLYSIFT_ENGINE": "embedded",
+           "FLYSIFT_SESSION_STORE": "sqlite", "FLYSIFT_SESSION_DB": str(store_db),
+           "FLYSIFT_RATE_LIMIT_PER_MINUTE": "0"}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cmd = [*flysift_command(), "serve", "--port", str(port)] + (["--workers", str(args.workers)]
+                                                                  if args.workers else [])
+    res: dict[str, Any] = {"machine": machine(), "papers": args.papers, "words": args.words, "ontology": ontology}
+    os.environ["FLYSIFT_SESSION_DB"] = str(store_db)
+    with served(cmd, base + "/v1/health", env=env) as proc:
+        server = psutil.Process(proc.pid)
+        with httpx.Client(base_url=base, timeout=60) as c:
+            sid = c.post("/v1/sessions", json={"gene": genes[0].id, "max_papers": 16}).json()["id"]
+            for q in qs[:5]:  # a session that has read and searched, as an agent's would be
+                hits = c.post("/v1/papers/search", json={"query": q}, headers={"X-Session-Id": sid}).json()["hits"]
+                if hits:
+                    c.get(f"/v1/papers/{hits[0]['pmcid']}", headers={"X-Session-Id": sid})
+            for reqs in endpoints(qs, sid).values():  # warm every worker's readers
+                for r in reqs * 4:
+                    c.request(r["method"], r["path"], content=r.get("body"),
+                              headers={"Content-Type": "application/json"})
+        res["workers"] = len(worker_rss(server))
+        print("in-process CPU per call:", flush=True)
+        res["in_process"] = in_process(data, qs, sid, args.repeat)
+        for k, v in res["in_process"].items():
+            print(f"  {k}: {v} ms", flush=True)
+        print("HTTP:", flush=True)
+        res["http"] = http_matrix(base, server, endpoints(qs, sid), [int(c) for c in args.connections.split(",")],
+                                  args.seconds, args.work)
+        if args.agents:
+            print(f"sessions benchmark, {args.agents} agents:", flush=True)
+            cpu0 = tree_cpu(server)
+            stats, coverages, secs = asyncio.run(drive(base, args.agents, args.session_seconds, genes, key))
+            total = sum(len(v) for v in stats.ms.values())
+            res["sessions"] = {
+                "machine": res["machine"], "agents": args.agents, "seconds": secs, "workers": res["workers"],
+                "store": "sqlite", "papers": args.papers, "words": args.words, "requests": total,
+                "throughput_rps": round(total / secs, 1), "sessions_done": stats.sessions_done,
+                "latency": {k: latency_summary(v) for k, v in stats.ms.items()},
+                "status": {k: dict(v) for k, v in stats.status.items()}, "errors": dict(stats.errors),
+                "coverage": coverages, "store_ops": "-", "load_avg_1m_end": round(os.getloadavg()[0], 2),
+                "server_cpu_ms_per_request": round((tree_cpu(server) - cpu0) / max(1, total) * 1000, 3)}
+        res["worker_rss"] = worker_rss(server)
+    res["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    write_json(args.work / "results.json", res)
+    (args.work / "results.md").write_text(report(res), encoding="utf-8")
+    print(report(res))
+
+
+if __name__ == "__main__":
+    main()
