@@ -36,6 +36,9 @@ class SearchRequest(BaseModel):
     mode: Literal["bm25", "dense", "hybrid"] = Field(
         "bm25", description="bm25 (default); dense: passage embeddings (needs the collection's dense index, else 409 "
                             "dense_unavailable); hybrid: reciprocal-rank fusion of both. Echoed as query.mode")
+    explain: bool = Field(False, description="Add query.explain: how the planner read each token (symbol or word "
+                                             "view, or dropped as a stop word, and why), the gene-name expansions and "
+                                             "the BM25 parameters (k1, b, field weights)")
 
 
 class SectionIn(Section):

@@ -46,7 +46,8 @@ async def search_papers(body: SearchRequest, search: Search, sessions: Sessions,
                         session: CurrentSession) -> Response:
     return await answer(lambda: search.search_papers(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters, snippets=bool(body.snippets),
-        collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode))
+        collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode,
+        explain_plan=body.explain))
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
@@ -55,7 +56,7 @@ async def search_passages(body: SearchRequest, search: Search, sessions: Session
     return await answer(lambda: search.search_passages(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters,
         snippets=body.snippets is not False, collection=body.collection,
-        expansions=sessions.expansions(body.gene, session), mode=body.mode))
+        expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain))
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])

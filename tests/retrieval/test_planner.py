@@ -122,3 +122,17 @@ def test_service_explains_paper_and_passage_searches_on_request(settings):
     ex = passages.query["explain"]
     assert ex["dropped"] == ["of", "the"] and ex["bm25"]["field_weights"] == {"text": 1.0}
     assert "explain" not in svc.search_papers("wing").query                     # only when asked
+
+
+def test_explain_is_a_request_flag_of_paper_and_passage_search(live_server):
+    import httpx
+
+    for path in ("/v1/papers/search", "/v1/passages/search"):
+        r = httpx.post(live_server.url + path, json={"query": "What is the role of Dl in the wing?", "explain": True})
+        assert r.status_code == 200, r.text
+        ex = r.json()["query"]["explain"]
+        assert {"token": "Dl", "view": "symbol", "why": "symbol shape"} in ex["tokens"] and "k1" in ex["bm25"]
+        plain = httpx.post(live_server.url + path, json={"query": "wing"}).json()["query"]
+        assert "explain" not in plain
+    bad = httpx.post(live_server.url + "/v1/papers/search", json={"query": "wing", "explain": "maybe"})
+    assert bad.status_code == 422
