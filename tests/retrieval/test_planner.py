@@ -38,8 +38,9 @@ def test_capitals_and_title_case_keep_symbols_the_lexicon_knows_in_that_case(dat
 
 def test_one_shouted_word_is_a_word_that_prefers_its_exact_case():
     q = plan("DEPRESSION")
-    assert q.case == "capitals" and views(q) == [("DEPRESSION", "word", 1.0), ("DEPRESSION", "symbol", 0.2)]
+    assert q.case == "capitals" and views(q) == [("DEPRESSION", "word", 1.0), ("DEPRESSION", "symbol", 0.5)]
     assert views(plan("GAL4")) == [("GAL4", "symbol", 1.0)] and views(plan("N")) == [("N", "symbol", 1.0)]
+    assert views(plan("FTZ")) == [("FTZ", "symbol", 1.0)]                         # short: an older gene symbol
 
 
 def test_lower_case_symbol_shapes_in_running_text_also_match_their_words():
@@ -65,7 +66,7 @@ def test_stop_words_are_neither_symbol_clauses_nor_kept_in_longer_queries():
     known = plan("role of the dl gradient in the embryo", known_symbols={"dl"})
     assert [c.text for c in known.clauses if c.view == "symbol"] == ["dl"]
     # a short query keeps the half-weight exact-case clause of short words (dl ranks exact-case mentions first)
-    assert views(plan("dl gradient")) == [("dl", "word", 1.0), ("dl", "symbol", 0.2), ("gradient", "word", 1.0)]
+    assert views(plan("dl gradient")) == [("dl", "word", 1.0), ("dl", "symbol", 0.5), ("gradient", "word", 1.0)]
     assert views(plan("of the")) == [("of", "word", 1.0), ("the", "word", 1.0)]
 
 
