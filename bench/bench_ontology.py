@@ -1,8 +1,10 @@
-"""Ontology benchmark: load times (cold/warm), FlyAOC ground-truth coverage, hidden-set sizes, Wang speed, and the
-synonym hold-out quality of term search.
+"""Ontology benchmark: load times (cold/warm), FlyAOC ground-truth coverage, hidden-set sizes, Wang speed, the
+synonym hold-out quality of term search, and (issue #15) the measuring sets no rule may be fitted to: the frozen
+mention list (tests/fixtures/term_mentions_v1.tsv), FlyBase's 2025 labels of FBbt terms whose 2013 label differs,
+and term search latency on the full ontologies (wall and CPU, in-process, and the ``flysift terms`` command).
 
     .venv/bin/python bench/bench_ontology.py [--data ../shared/data] [--go-sample 2000] [--seed 13] [--json out.json]
-        [--quality-only] [--readings strict,loo] [--ontologies go,fbbt] [--dev-seed 7]
+        [--quality-only] [--readings strict,loo] [--ontologies go,fbbt] [--dev-seed 7] [--sets-only] [--ablations]
 
 Quality (synonym hold-out): the synonym is the query and its term the answer. Two readings: ``strict``, every
 sampled synonym's term loses *all* its synonyms in one fresh index; ``loo`` (leave-one-out), only the queried
@@ -14,20 +16,29 @@ text equals their term's name are skipped (trivial). Tune with ``--dev-seed``, n
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search.engines.embedded.terms import TermIndex, normalise  # noqa: E402
+from search.ontology import service as term_service  # noqa: E402
 from search.ontology.hidden import expand, named_set  # noqa: E402
 from search.ontology.model import Ontology, WangSimilarity  # noqa: E402
 from search.ontology.service import TermService  # noqa: E402
+from search.text.morphology import Morphology  # noqa: E402
+
+MENTIONS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "term_mentions_v1.tsv"
+FBBT_2025 = "ontologies/fbbt_labels_fb2025_04.tsv"
 
 FILES = {"go": "ontologies/go-basic.obo.gz", "fbbt": "ontologies/fbbt-2013-07-26.obo", "fbdv": "ontologies/fbdv.obo"}
 
@@ -196,6 +207,146 @@ def quality(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> l
     return rows
 
 
+def full_service(onts: dict[str, Ontology], path: Path) -> TermService:
+    """A service over fresh full indexes of the ontologies (as ``flysift index ontology`` writes them)."""
+    svc = TermService(path)
+    for ont in onts.values():
+        svc.index_ontology(ont, TermIndex(path).write)
+    return TermService(path)   # reads the saved models, as a served instance does
+
+
+def read_mentions() -> list[dict[str, str]]:
+    with open(MENTIONS) as fh:
+        return list(csv.DictReader((line for line in fh if not line.startswith("#")), delimiter="\t"))
+
+
+def score(svc: TermService, queries: list[tuple[str, str, str, str]]) -> dict:
+    """``(ontology, query, want id, class)`` → top-1 / top-5 overall and per class, and the misses."""
+    n1 = n5 = 0
+    per: Counter[str] = Counter()
+    ok: Counter[str] = Counter()
+    misses = []
+    for ont, q, want, cls in queries:
+        hits = [h.id for h in svc.search(ont, q, limit=5).hits]
+        n1 += hits[:1] == [want]
+        n5 += want in hits
+        per[cls] += 1
+        ok[cls] += hits[:1] == [want]
+        if hits[:1] != [want]:
+            misses.append({"query": q, "want": want, "got": hits[:3]})
+    n = max(1, len(queries))
+    return {"queries": len(queries), "top1": n1 / n, "top5": n5 / n,
+            "by_class": {c: f"{ok[c]}/{per[c]}" for c in sorted(per)}, "misses": misses}
+
+
+def fbbt_2025(data: Path, ont: Ontology) -> list[tuple[str, str, str, str]]:
+    """FBbt terms live in 2013 whose FlyBase 2025 label differs (normalised) from the 2013 one: query the 2025 label,
+    expect the id."""
+    out = []
+    with open(data / FBBT_2025) as fh:
+        for r in csv.DictReader(fh, delimiter="\t"):
+            if r["status_in_fbbt_2013"] == "live" and normalise(r["label_fb2025_04"]) != normalise(
+                    r["label_in_fbbt_2013"]) and r["fbbt_id"] in ont:
+                out.append(("fbbt", r["label_fb2025_04"], r["fbbt_id"], "2025 label"))
+    return out
+
+
+#: ranking steps of issue #15, each switched off alone (module constants and the saved morphology)
+def _ablate(svc: TermService, step: str) -> dict:
+    saved = {k: getattr(term_service, k) for k in ("EXACT_BONUS", "W_GENERAL", "spell_greek", "mention_forms")}
+    models = {n: svc.rerank_model(svc.ontology(n)) for n in svc.names()}
+    morphs = {n: m.morph for n, m in models.items()}
+    if step == "exact-label bonus":
+        term_service.EXACT_BONUS = {k: 0.0 for k in saved["EXACT_BONUS"]}
+    elif step == "generality (one-word queries)":
+        term_service.W_GENERAL = 0.0
+    elif step == "Greek letters spelled":
+        term_service.spell_greek = lambda text: text
+    elif step == "morphology":
+        for m in models.values():
+            m.morph = Morphology()
+    elif step == "split words joined":
+        term_service.mention_forms = lambda lex, ws: lex.morph.variants(ws)
+    return {"saved": saved, "morphs": morphs, "models": models}
+
+
+def _restore(state: dict) -> None:
+    for k, v in state["saved"].items():
+        setattr(term_service, k, v)
+    for n, m in state["models"].items():
+        m.morph = state["morphs"][n]
+
+
+def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], ablations: bool) -> list[dict]:
+    mentions = [(r["ontology"], r["mention"], r["expected_id"], r["class"]) for r in read_mentions()]
+    sets = {"frozen mention list v1": mentions}
+    if "fbbt" in onts:
+        sets["FBbt 2025 labels (2013 label differs)"] = fbbt_2025(data, onts["fbbt"])
+    print("\n## Measuring sets (never tuned on)\n\n| set | queries | top-1 | top-5 | top-1 by class |\n"
+          "|---|---|---|---|---|")
+    rows = []
+    for label, qs in sets.items():
+        r = score(svc, [q for q in qs if q[0] in onts])
+        r["set"] = label
+        rows.append(r)
+        cls = ", ".join(f"{c} {v}" for c, v in r["by_class"].items()) if len(r["by_class"]) > 1 else ""
+        print(f"| {label} | {r['queries']} | {r['top1']:.3f} | {r['top5']:.3f} | {cls} |", flush=True)
+    if ablations:
+        print("\n### What each ranking step buys (each switched off alone; the rest as served)\n")
+        print("| switched off | " + " | ".join(f"{k} top-1 / top-5" for k in sets) + " |\n|---|"
+              + "---|" * len(sets))
+        for step in ("nothing", "morphology", "exact-label bonus", "Greek letters spelled", "split words joined",
+                     "generality (one-word queries)"):
+            state = _ablate(svc, step)
+            try:
+                cells = [score(svc, [q for q in qs if q[0] in onts]) for qs in sets.values()]
+            finally:
+                _restore(state)
+            print(f"| {step} | " + " | ".join(f"{c['top1']:.3f} / {c['top5']:.3f}" for c in cells) + " |", flush=True)
+    return rows
+
+
+def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: int, n: int = 500) -> dict:
+    """Term search time per query, in-process on the full index (the service warm: ontology and model loaded), over a
+    seeded sample of synonyms typed as queries; wall and CPU (the machine is shared: CPU time is the steadier
+    figure). Then ``flysift terms`` as a fresh process, which loads the ontology and the re-ranker model."""
+    print("\n## Term search latency (full ontologies, in-process, service warm)\n")
+    print("| ontology | queries | wall p50 ms | wall p99 ms | CPU p50 ms | CPU p99 ms |\n|---|---|---|---|---|---|")
+    out: dict = {}
+    for name, ont in onts.items():
+        if name not in svc.names():
+            continue
+        qs = random.Random(seed).sample(eligible(ont), n)
+        svc.search(name, "warm up")
+        wall, cpu = [], []
+        for q, _ in qs:
+            t0, c0 = time.perf_counter(), time.process_time()
+            svc.search(name, q, limit=10)
+            cpu.append((time.process_time() - c0) * 1000)
+            wall.append((time.perf_counter() - t0) * 1000)
+        wall.sort()
+        cpu.sort()
+        p = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+        out[name] = {"wall_p50": p(wall, .5), "wall_p99": p(wall, .99), "cpu_p50": p(cpu, .5), "cpu_p99": p(cpu, .99)}
+        print(f"| {name} | {n} | {p(wall, .5):.1f} | {p(wall, .99):.1f} | {p(cpu, .5):.1f} | {p(cpu, .99):.1f} |")
+    flysift = Path(sys.executable).with_name("flysift")
+    if flysift.exists() and "go" in svc.names():
+        runs = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            before = os.times()
+            subprocess.run([str(flysift), "terms", "nuclei", "--data-dir", str(data_dir), "-n", "3", "--json"],
+                           check=True, capture_output=True)
+            after = os.times()
+            runs.append((time.perf_counter() - t0, (after.children_user - before.children_user)
+                         + (after.children_system - before.children_system)))
+        w = statistics.median(r[0] for r in runs)
+        c = statistics.median(r[1] for r in runs)
+        out["cli"] = {"wall_s": w, "cpu_s": c}
+        print(f"\n`flysift terms nuclei --ontology go` (a fresh process, 3 runs): median {w:.2f} s wall, {c:.2f} s CPU")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -209,17 +360,23 @@ def main() -> None:
     ap.add_argument("--ontologies", type=lambda s: s.split(","), default=["go", "fbbt"])
     ap.add_argument("--quality-only", action="store_true", help="Skip loading times, coverage, hidden sets, Wang")
     ap.add_argument("--json", type=Path, help="Also write the quality numbers (and the top-1 misses) here")
+    ap.add_argument("--sets-only", action="store_true", help="Only the measuring sets and latency (no hold-out)")
+    ap.add_argument("--ablations", action="store_true", help="Also score the measuring sets with each ranking step "
+                                                             "switched off alone")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        if args.quality_only:
+        if args.quality_only or args.sets_only:
             onts = {n: Ontology.load(args.data / FILES[n], n) for n in args.ontologies}   # the user cache
         else:
             onts = load_times(args.data, tmp / "cache")
             coverage(args.data, onts)
             hidden_sizes(onts)
             wang_speed(args.data, onts, args.seed)
-        rows = quality(onts, args, tmp)
+        rows = [] if args.sets_only else quality(onts, args, tmp)
+        full = full_service(onts, tmp / "full")
+        rows += measuring_sets(full, args.data, onts, args.ablations)
+        rows.append({"latency": latency(full, onts, tmp / "full", args.seed)})
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
 

@@ -476,11 +476,11 @@ MENTION_DISCOUNT = 0.97
 #: the query as given, when GO's naming conventions rewrote it ("activation of X" is "positive regulation of X")
 RAW_DISCOUNT = 0.85
 #: a synonym's similarity counts this share of a name's, by scope (EXACT > NARROW/BROAD > RELATED)
-SYNONYM_DISCOUNT = {"EXACT": 0.9, "NARROW": 0.85, "BROAD": 0.85, "RELATED": 0.8}
+SYNONYM_DISCOUNT = {"EXACT": 0.95, "NARROW": 0.92, "BROAD": 0.92, "RELATED": 0.9}
 FRAME_PENALTY = 0.4
 #: a query form whose stems are exactly a label's: the name or an exact synonym of a live term ranks first, then
 #: narrow/broad, then related synonyms (× the form's discount: the query as written before its mention forms)
-EXACT_BONUS = {"": 1.0, "EXACT": 0.9, "NARROW": 0.7, "BROAD": 0.7, "RELATED": 0.6}
+EXACT_BONUS = {"": 0.3, "EXACT": 0.27, "NARROW": 0.21, "BROAD": 0.21, "RELATED": 0.18}
 #: a one-word query (a bare modifier, "mitotic") prefers the most general of the terms whose label holds it:
 #: + W_GENERAL × log(1 + descendants) / log(1 + terms)
 W_GENERAL = 0.1
@@ -520,8 +520,10 @@ def spell_greek(text: str) -> str:
 def mention_forms(lex: RerankModel, ws: list[str]) -> list[list[str]]:
     """The query's words as the ontology writes them: each word's lemma or process noun from the morphology learned
     at indexing ("nuclei" → nucleus, "secretory" → secretion), and two words joined where the ontology uses the
-    joined word ("hind gut" → hindgut)."""
-    out = lex.morph.variants(ws)
+    joined word ("hind gut" → hindgut). In a query of several words, only words the ontology's labels do not use
+    are replaced ("nuclear membrane" stays; "acetylated histones" → acetylation histone)."""
+    out = lex.morph.variants(ws if len(ws) == 1 else [w if stem(w) not in lex.idf else "" for w in ws])
+    out = [[a or w for a, w in zip(v, ws, strict=True)] for v in out]
     for j in range(len(ws) - 1):
         joined = ws[j] + ws[j + 1]
         if joined.isalpha() and stem(joined) in lex.idf:
@@ -840,7 +842,7 @@ def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], h
                 continue
             frame = _frame(lab)
             scope = term_syns[k - 1][1] if k else ""
-            label_discount = SYNONYM_DISCOUNT.get(scope, 0.8) if k else 1.0
+            label_discount = SYNONYM_DISCOUNT.get(scope, 0.9) if k else 1.0
             for toks, idf, w, fr, discount in forms:
                 inter = toks & lab
                 if not inter:
@@ -849,7 +851,7 @@ def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], h
                 if discount == 1.0 and s > direct:   # the label reported: best against the query itself
                     direct, best_k = s, k
                 if toks == lab and discount >= MENTION_DISCOUNT:
-                    exact = max(exact, discount * EXACT_BONUS.get(scope, 0.6))
+                    exact = max(exact, discount * EXACT_BONUS.get(scope, 0.18))
                 s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * label_discount
                 best = max(best, s)
         definition = lex.definition(i)
