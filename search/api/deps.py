@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool as blocking
 
 from search.retrieval.service import SearchService
@@ -29,8 +29,16 @@ SESSION_HEADER_DOC = ("The session this call belongs to: the call is traced ther
 #: rate-limit bucket prefix for failed authentications of one key id
 FAILED_BUCKET = "failed:"
 
-_bearer = HTTPBearer(auto_error=False,
-                     description="An API key from `flysift admin create-key` (when FLYSIFT_AUTH=true)")
+#: how the OpenAPI document declares the key (``search.api.openapi``); ``principal`` reads the header itself, so that
+#: a call without auth solves no security dependency
+BEARER_SCHEME = {"type": "http", "scheme": "bearer",
+                 "description": "An API key from `flysift admin create-key` (when FLYSIFT_AUTH=true)"}
+
+
+def bearer_key(request: Request) -> str | None:
+    """The credentials of ``Authorization: Bearer <key>`` (scheme case-insensitive), else None."""
+    scheme, credentials = get_authorization_scheme_param(request.headers.get("Authorization"))
+    return credentials if scheme and credentials and scheme.lower() == "bearer" else None
 
 
 async def session_service(request: Request) -> SessionService:
@@ -45,19 +53,19 @@ Sessions = Annotated[SessionService, Depends(session_service)]
 Search = Annotated[SearchService, Depends(search_service)]
 
 
-async def principal(request: Request, sessions: Sessions,
-                    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+async def principal(request: Request) -> Principal:
     """The caller. With auth off everyone is the ``local`` team with every scope (no store access, no hand-off);
     with auth on the key's record is read in one hop. The rate limit is per worker process (``RateLimiter``)."""
     if not request.app.state.settings.auth or request.url.path in PUBLIC_PATHS:
         p = LOCAL
     else:
-        if creds is None:
+        key = bearer_key(request)
+        if key is None:
             raise Unauthorized("Missing API key: send 'Authorization: Bearer fsk_…' (keys come from "
                                "`flysift admin create-key`).")
-        key = creds.credentials
         key_id = key_id_of(key)
         limiter: RateLimiter = request.app.state.limiter
+        sessions: SessionService = request.app.state.sessions
         try:
             p = verify(key, await blocking(sessions.api_key, key_id))
         except Unauthorized:
@@ -82,7 +90,7 @@ def trace_into(request: Request, session: Session) -> None:
     request.state.trace_session = session.id
 
 
-async def current_session(request: Request, sessions: Sessions, caller: Caller,
+async def current_session(request: Request, caller: Caller,
                           sid: Annotated[str | None, Header(alias=SESSION_HEADER,
                                                             description=SESSION_HEADER_DOC)] = None
                           ) -> Session | None:
@@ -90,6 +98,7 @@ async def current_session(request: Request, sessions: Sessions, caller: Caller,
     Declared as a parameter so that every operation that reads it says so in the OpenAPI document."""
     if not sid:
         return None
+    sessions: SessionService = request.app.state.sessions
     s = await blocking(sessions.get, sid, caller)
     trace_into(request, s)
     return s

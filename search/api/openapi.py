@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from search.api.deps import PUBLIC_PATHS
+from search.api.deps import BEARER_SCHEME, PUBLIC_PATHS
 from search.api.models import ErrorResponse
 from search.core import names
 from search.core.config import Settings
@@ -135,7 +135,7 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
     for name in _FASTAPI_ERROR_MODELS:
         schemas.pop(name, None)
     if settings.auth:
-        doc["components"].setdefault("securitySchemes", {})
+        doc["components"]["securitySchemes"] = {SECURITY_SCHEME: dict(BEARER_SCHEME)}
     else:
         doc["components"].pop("securitySchemes", None)
 

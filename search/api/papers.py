@@ -7,19 +7,24 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from search.api.deps import CurrentSession, Search, Sessions
+from search.api.deps import CurrentSession, Search
 from search.api.models import SearchRequest
 from search.api.respond import answer, dump, json_response
 from search.core.errors import DEFAULT_COLLECTION, index_missing
 from search.core.models import IndexStats, PaperSearchResults, PaperText, PassageSearchResults
 from search.retrieval.service import SearchService
 from search.sessions.models import ReadCharge
+from search.sessions.service import SessionService
 
 router = APIRouter(prefix="/v1")
 
 
 def _svc(request: Request) -> SearchService:
     return request.app.state.search
+
+
+def _sessions(request: Request) -> SessionService:  # read here, not as a dependency: each one costs per request
+    return request.app.state.sessions
 
 
 @router.get("/health", tags=["service"])
@@ -42,8 +47,8 @@ def stats(search: Search, collection: str = "default") -> IndexStats:
 # (``search.api.respond``) and the answer is not re-validated; ``response_model`` documents it.
 
 @router.post("/papers/search", response_model=PaperSearchResults, tags=["papers"])
-async def search_papers(body: SearchRequest, search: Search, sessions: Sessions,
-                        session: CurrentSession) -> Response:
+async def search_papers(body: SearchRequest, request: Request, session: CurrentSession) -> Response:
+    search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_papers(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters, snippets=bool(body.snippets),
         collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode,
@@ -51,8 +56,8 @@ async def search_papers(body: SearchRequest, search: Search, sessions: Sessions,
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
-async def search_passages(body: SearchRequest, search: Search, sessions: Sessions,
-                          session: CurrentSession) -> Response:
+async def search_passages(body: SearchRequest, request: Request, session: CurrentSession) -> Response:
+    search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_passages(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters,
         snippets=body.snippets is not False, collection=body.collection,
@@ -60,7 +65,7 @@ async def search_passages(body: SearchRequest, search: Search, sessions: Session
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
-async def get_paper(pmcid: str, request: Request, search: Search, sessions: Sessions, session: CurrentSession,
+async def get_paper(pmcid: str, request: Request, session: CurrentSession,
                     sections: Annotated[list[str] | None,
                                         Query(description="Section names (repeat or comma-separate); ABSTRACT "
                                                           "selects the abstract")] = None,
@@ -71,6 +76,7 @@ async def get_paper(pmcid: str, request: Request, search: Search, sessions: Sess
     X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see
     ``search.sessions.policy``), and cursors are signed for the session that got them."""
     names = [n for s in sections for n in s.split(",")] if sections else None
+    search, sessions = _svc(request), _sessions(request)
 
     def read() -> PaperText:
         return search.paper_text(pmcid, sections=names, max_chars=max_chars, cursor=cursor, collection=collection,

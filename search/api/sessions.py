@@ -23,6 +23,7 @@ from search.api.models import (
 from search.api.respond import answer
 from search.core.inputs import INT64_MAX
 from search.sessions.models import Coverage, Session, SessionCreate
+from search.sessions.service import SessionService
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -47,8 +48,9 @@ def list_sessions(sessions: Sessions, p: Caller,
 
 
 @router.get("/{session_id}", response_model=Session)
-async def get_session(session_id: str, sessions: Sessions, p: Caller) -> Response:
+async def get_session(session_id: str, request: Request, p: Caller) -> Response:
     """The session: its settings, budget used, papers read, registered names (one hop, not re-validated)."""
+    sessions: SessionService = request.app.state.sessions
     return await answer(lambda: sessions.get(session_id, p))
 
 
