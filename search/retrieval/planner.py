@@ -130,9 +130,12 @@ def _reading(text: str, known_symbols: frozenset[str] | set[str]) -> tuple[list[
         if view == "symbol":
             clauses.append(Clause(text=tok, view="symbol"))
             entry = {"token": tok, "view": "symbol", "why": why}
-            if running and why == "symbol shape" and not any(c.isupper() for c in tok):
-                # lower-case shapes in running text (omega-3, high-fat, igf-1) are often prose: the word-view phrase
-                # at half weight too (the exact symbol clause still ranks exact mentions first)
+            if why == "symbol shape" and not any(c.isupper() or c in "()[]" for c in tok):
+                # lower-case shapes without brackets (igf-1, high-fat, omega-3) are often prose: their words match
+                # the word view at half weight too (the exact symbol clause still ranks exact mentions first)
+                clauses.append(Clause(text=tok, view="word", boost=WORD_PHRASE_WEIGHT))
+                entry["word_phrase"] = WORD_PHRASE_WEIGHT
+            elif running and why == "symbol shape" and not any(c.isupper() for c in tok):
                 clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
                 entry["word_phrase"] = WORD_PHRASE_WEIGHT
             trace.append(entry)

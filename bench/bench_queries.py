@@ -1,0 +1,291 @@
+"""Queries as people and agents write them (issue #16): flysift's BM25 through the service beside a plain stemmed BM25,
+and gene recall on a generated corpus, in one run.
+
+What it measures, all against one local service (started on a free loopback port over a throw-away data directory):
+
+1. **Shared IR collections** (``../shared/data/ir``: MED, NFCorpus-test, Cranfield). Each is indexed through the API
+   and every judged query asked for 100 hits (``eval.ir``). Beside it, on the same title + text, the reference: a
+   plain stemmed BM25 with a stop list — ``bm25s`` (Lucene BM25, k1 0.9, b 0.4; ``[a-z0-9]``-style tokens, Lucene's
+   33 English stop words, Snowball English stemmer via PyStemmer). Also: the same queries written in capitals
+   (should score what the lower-case queries score) and, with ``--compare-planner REV``, the planner of a git
+   revision on the same index (before/after in one run). Scored by ranx: nDCG@10, Recall@100, MAP, MRR.
+2. **Generated corpus** (``indexer.synthetic``, deterministic): recall@16 per gene query kind (symbol, full name,
+   older names; ``bench_embedded``'s queries and answer key) and on 50 natural-language questions about genes
+   ("What is the role of Delta in wing development?"), whose answer papers are the gene's papers.
+3. **Gene hazards**: ``dl`` vs ``Dl`` and friends on the hand-written fixture corpus (the tests' rules, counted here).
+
+usage: python bench/bench_queries.py [--data DIR] [--out DIR] [--papers 1000] [--words 1500]
+                                     [--compare-planner REV] [--collections med,nfcorpus-test,cranfield]
+
+Needs ``bm25s`` and ``PyStemmer`` (the ``bench`` extra: ``pip install -e ".[bench]"``). Times are wall and CPU
+seconds of this process (the service runs in it); the machine is shared, so they are indicative only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_ir import local_service  # noqa: E402
+from eval.ir import Collection, index_collection, load_beir, score_runs, search_run, service_collection_name  # noqa: E402
+
+K = 16
+N_QUESTIONS = 50
+REF_K1, REF_B = 0.9, 0.4
+#: question templates for the natural-language set ({s}: symbol, {f}: full name); answers: the gene's papers
+QUESTIONS = (
+    "What is the role of {f} in wing development?",
+    "How does {s} regulate its target genes?",
+    "Which papers describe mutants of {s}?",
+    "What is known about the function of {f} ({s})?",
+    "Is {s} required for cell growth in the embryo?",
+)
+
+
+# ------------------------------------------------------------------------------------------------- the reference
+
+def bm25s_run(coll: Collection, depth: int = 100, k1: float = REF_K1, b: float = REF_B) -> dict[str, dict[str, float]]:
+    """Plain stemmed BM25 with a stop list (bm25s, Lucene variant) over title + text; positive scores only."""
+    import bm25s  # type: ignore[import-untyped]
+    import Stemmer  # type: ignore[import-not-found]
+
+    stemmer = Stemmer.Stemmer("english")
+    ids = [d["_id"] for d in coll.docs]
+    corpus = [f"{d.get('title') or ''} {d['text']}" for d in coll.docs]
+    model = bm25s.BM25(method="lucene", k1=k1, b=b)
+    model.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    run: dict[str, dict[str, float]] = {}
+    for qid in coll.judged_queries:
+        toks = bm25s.tokenize([coll.queries[qid]], stopwords="en", stemmer=stemmer, return_ids=False,
+                              show_progress=False)[0]
+        toks = [t for t in toks if t in model.vocab_dict]
+        if not toks:
+            run[qid] = {}
+            continue
+        docs, scores = model.retrieve([toks], k=min(depth, len(ids)), show_progress=False)
+        run[qid] = {ids[int(d)]: float(s) for d, s in zip(docs[0], scores[0], strict=True) if s > 0}
+    return run
+
+
+# ------------------------------------------------------------------------------------------ planner of a revision
+
+def planner_at(rev: str) -> ModuleType:
+    """``search/retrieval/planner.py`` as it was at git revision ``rev``, loaded as a module of its own."""
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(["git", "show", f"{rev}:search/retrieval/planner.py"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "planner_at_rev.py"
+    path.write_text(src, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("planner_at_rev", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class use_planner:
+    """Within the block the service plans queries with ``module.plan`` (the service runs in this process)."""
+
+    def __init__(self, module: ModuleType | None):
+        self.module = module
+
+    def __enter__(self) -> None:
+        import search.retrieval.service as service
+
+        self.saved = service.plan
+        if self.module is not None:
+            service.plan = self.module.plan
+
+    def __exit__(self, *exc: object) -> None:
+        import search.retrieval.service as service
+
+        service.plan = self.saved
+
+
+# ------------------------------------------------------------------------------------------------- collections
+
+def timed(fn: Any, *args: Any, **kw: Any) -> tuple[Any, dict[str, float]]:
+    w, c = time.perf_counter(), time.process_time()
+    out = fn(*args, **kw)
+    return out, {"wall_s": round(time.perf_counter() - w, 2), "cpu_s": round(time.process_time() - c, 2)}
+
+
+def shouted(coll: Collection) -> Collection:
+    return Collection(coll.name, coll.docs, {q: t.upper() for q, t in coll.queries.items()}, coll.qrels)
+
+
+def collection_rows(client: Any, data: Path, names: list[str], old: ModuleType | None, log: Any) -> list[dict]:
+    rows = []
+    for name in names:
+        coll = load_beir(data / name)
+        svc = service_collection_name(coll.name)
+        log(f"[{name}] indexing {len(coll.docs)} documents")
+        index_collection(client, coll, svc)
+        runs: dict[str, dict] = {}
+        times: dict[str, dict] = {}
+        failed: dict[str, dict[str, str]] = {}
+        for label, c, planner in (("flysift", coll, None), ("flysift, queries in capitals", shouted(coll), None),
+                                  *([("flysift, planner before", coll, old)] if old else [])):
+            errs: dict[str, str] = {}
+            with use_planner(planner):
+                runs[label], times[label] = timed(search_run, client, c, svc, errors=errs)
+            failed[label] = errs
+        runs["bm25s reference"], times["bm25s reference"] = timed(bm25s_run, coll)
+        log(f"[{name}] scoring {len(runs)} runs")
+        scored = score_runs(coll.qrels, runs)
+        per_query = {run: {q: round(v["ndcg@10"], 4) for q, v in pq.items()} for run, pq in scored["per_query"].items()}
+        rows.append({"collection": name, "docs": len(coll.docs), "queries": len(coll.judged_queries),
+                     "ndcg@10_per_query": per_query,
+                     "runs": scored["runs"], "times": times, "failed": {k: len(v) for k, v in failed.items()},
+                     "significance": [s for s in scored["significance"] if s["metric"] == "ndcg@10"]})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- generated corpus
+
+def generated_rows(client: Any, papers: int, words: int, old: ModuleType | None, log: Any) -> dict:
+    from bench.bench_embedded import gene_queries, quality
+    from indexer.synthetic import SyntheticConfig, answer_key, generate, write_genes_tsv
+
+    cfg = SyntheticConfig(n_papers=papers, words_per_paper=words, seed=7)
+    key = answer_key(cfg)
+    log(f"[generated] indexing {papers} papers x ~{words} words")
+    build = client.create_build("generated")["build_id"]
+    batch: list = []
+    for p in generate(cfg):
+        batch.append(p)
+        if len(batch) == 100:
+            client.add_papers("generated", build, batch)
+            batch = []
+    if batch:
+        client.add_papers("generated", build, batch)
+    client.publish_build("generated", build)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_genes_tsv(cfg._genes, Path(tmp) / "genes.tsv")
+        queries = gene_queries(Path(tmp) / "genes.tsv", key, 200)
+    genes = [g for g in cfg._genes if key.get(g.id) and g.fullname]
+    questions = []
+    for i in range(N_QUESTIONS):  # each gene once, then again with the next template
+        g = genes[i % len(genes)]
+        questions.append({"kind": "question", "gene": g.id, "relevant": key[g.id],
+                          "query": QUESTIONS[(i + i // len(genes)) % len(QUESTIONS)].format(s=g.symbol, f=g.fullname)})
+
+    def ask(qs: list[dict]) -> list[list[str]]:
+        return [[h.pmcid for h in client.search_papers(q["query"], limit=K, collection="generated").hits]
+                for q in qs]
+
+    out: dict[str, Any] = {"papers": papers, "words": words, "seed": 7}
+    for label, planner in (("flysift", None), *([("flysift, planner before", old)] if old else [])):
+        with use_planner(planner):
+            (hits, qhits), t = timed(lambda: (ask(queries), ask(questions)))
+        q = quality(queries, hits)
+        nl = quality([dict(x, kind="symbol") for x in questions], qhits)["symbol"]
+        out[label] = {k: q[k] for k in ("symbol", "fullname", "synonym", "all") if k in q} | {"questions": nl,
+                                                                                           **t}
+    out["examples"] = [q["query"] for q in questions[:5]]
+    return out
+
+
+# -------------------------------------------------------------------------------------------------------- hazards
+
+def hazards() -> dict[str, bool]:
+    """The gene-symbol hazards of the fixture corpus, as the planner + embedded engine answer them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from search.retrieval.planner import plan
+
+    from helpers import build_index  # type: ignore[import-not-found]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        eng = build_index(Path(tmp))
+
+        def ids(q: str, **kw: Any) -> list[str]:
+            return [h.pmcid for h in eng.search_papers(plan(q, **kw)).hits]
+
+        return {
+            "Dl finds only the Delta paper": ids("Dl") == ["PMC100001"],
+            "dl finds both, exact case first": ids("dl")[:1] == ["PMC100002"] and len(ids("dl")) == 2,
+            "dl known in lower case excludes Dl": "PMC100001" not in ids("dl", known_symbols={"dl"}),
+            "Su(H) found": "PMC100003" in ids("Su(H)"),
+            "l(2)gl found alone": ids("l(2)gl") == ["PMC100003"],
+            "WING DISC GROWTH = wing disc growth": ids("WING DISC GROWTH") == ids("wing disc growth"),
+            "question about Dl finds the Delta paper first": ids("What is the role of Dl in the wing?")[:1]
+            == ["PMC100001"],
+        }
+
+
+# ----------------------------------------------------------------------------------------------------------- main
+
+def markdown(rows: list[dict], gen: dict | None, haz: dict[str, bool]) -> str:
+    f = lambda v: "–" if v is None else f"{v:.4f}"  # noqa: E731
+    labels = [k for k in rows[0]["runs"]] if rows else []
+    lines = ["| collection | " + " | ".join(f"{lab} nDCG@10" for lab in labels) + " | flysift − reference |",
+             "|---|" + "---|" * (len(labels) + 1)]
+    for r in rows:
+        nd = {k: r["runs"][k].get("ndcg@10") for k in labels}
+        lines.append(f"| {r['collection']} | " + " | ".join(f(nd[k]) for k in labels)
+                     + f" | {nd['flysift'] - nd['bm25s reference']:+.4f} |")
+    lines += ["", "| collection | run | Recall@100 | MAP | MRR | failed queries | wall s | CPU s |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for k in labels:
+            m = r["runs"][k]
+            lines.append(f"| {r['collection']} | {k} | {f(m.get('recall@100'))} | {f(m.get('map'))} | "
+                         f"{f(m.get('mrr'))} | {r['failed'].get(k, 0)} | {r['times'][k]['wall_s']} | "
+                         f"{r['times'][k]['cpu_s']} |")
+    if gen:
+        lines += ["", f"Generated corpus ({gen['papers']} papers × ~{gen['words']} words, seed 7), recall@16:", "",
+                  "| planner | symbol | full name | older names | all gene queries | 50 questions |",
+                  "|---|---|---|---|---|---|"]
+        for k in ("flysift", "flysift, planner before"):
+            if k in gen:
+                g = gen[k]
+                lines.append(f"| {k} | " + " | ".join(
+                    f"{g[x]['recall@16']:.3f} ({g[x]['queries']})" for x in ("symbol", "fullname", "synonym", "all",
+                                                                              "questions")) + " |")
+    lines += ["", "Gene hazards (fixture corpus): " + ", ".join(f"{k}: {'yes' if v else 'NO'}"
+                                                              for k, v in haz.items())]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=Path("../shared/data/ir"))
+    ap.add_argument("--out", type=Path, default=Path("bench/out/queries"))
+    ap.add_argument("--collections", default="med,nfcorpus-test,cranfield")
+    ap.add_argument("--papers", type=int, default=1000, help="generated corpus size (0: skip)")
+    ap.add_argument("--words", type=int, default=1500)
+    ap.add_argument("--compare-planner", default=None, metavar="REV",
+                    help="also run the planner of this git revision on the same indexes")
+    args = ap.parse_args()
+    from search.client import Client
+
+    def log(m: str) -> None:
+        print(m, flush=True)
+
+    old = planner_at(args.compare_planner) if args.compare_planner else None
+    started = time.perf_counter(), time.process_time()
+    with local_service() as url, Client(url) as client:
+        rows = collection_rows(client, args.data, [c for c in args.collections.split(",") if c], old, log)
+        gen = generated_rows(client, args.papers, args.words, old, log) if args.papers else None
+    haz = hazards()
+    total = {"wall_s": round(time.perf_counter() - started[0], 1), "cpu_s": round(time.process_time() - started[1], 1)}
+    md = markdown(rows, gen, haz) + f"\nWhole run: {total['wall_s']} s wall, {total['cpu_s']} s CPU.\n"
+    print(md)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.md").write_text(md, encoding="utf-8")
+    (args.out / "results.json").write_text(json.dumps({"collections": rows, "generated": gen, "hazards": haz,
+                                                       "compare_planner": args.compare_planner, **total}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
