@@ -27,6 +27,12 @@ def _sessions(request: Request) -> SessionService:  # read here, not as a depend
     return request.app.state.sessions
 
 
+def _inline(request: Request, body: SearchRequest) -> bool:
+    """A BM25 search on the embedded engine is CPU work on files already open: it runs on the event loop (one worker
+    per core keeps the cores busy); the cluster engine and dense models do I/O and take the hop."""
+    return body.mode == "bm25" and request.app.state.settings.engine_kind == "embedded"
+
+
 @router.get("/health", tags=["service"])
 def health(request: Request) -> dict:
     eng = _svc(request).engine()
@@ -44,7 +50,8 @@ def stats(search: Search, collection: str = "default") -> IndexStats:
 
 
 # Search and read routes are async: their blocking work (expansions, engine, serialisation) runs in one hop
-# (``search.api.respond``) and the answer is not re-validated; ``response_model`` documents it.
+# (``search.api.respond``; none for a BM25 search on the embedded engine: ``_inline``) and the answer is not
+# re-validated; ``response_model`` documents it.
 
 @router.post("/papers/search", response_model=PaperSearchResults, tags=["papers"])
 async def search_papers(body: SearchRequest, request: Request, session: CurrentSession) -> Response:
@@ -52,7 +59,7 @@ async def search_papers(body: SearchRequest, request: Request, session: CurrentS
     return await answer(lambda: search.search_papers(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters, snippets=bool(body.snippets),
         collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode,
-        explain_plan=body.explain))
+        explain_plan=body.explain), inline=_inline(request, body))
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
@@ -61,7 +68,8 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
     return await answer(lambda: search.search_passages(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters,
         snippets=body.snippets is not False, collection=body.collection,
-        expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain))
+        expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain),
+        inline=_inline(request, body))
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
