@@ -577,6 +577,10 @@ def abbreviations(text: str) -> list[str]:
     return [t for t in _TOKEN.findall(text) if len(t) <= 12 and _ABBREV_SHAPE.search(t)]
 
 
+#: a label's regulation frame, by its stems (labels recur search after search; bounded like ``_STEMS``)
+_FRAMES: dict[frozenset[str], tuple[bool, ...]] = {}
+
+
 def _frame(tokens: frozenset[str]) -> tuple[bool, ...]:
     return tuple(f in tokens for f in FRAME)
 
@@ -840,20 +844,29 @@ def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], h
         for k, lab in enumerate(labels):
             if not lab or all(toks.isdisjoint(lab) for toks, *_ in forms):
                 continue
-            frame = _frame(lab)
+            frame = _FRAMES.get(lab)
+            if frame is None:
+                frame = _frame(lab)
+                if len(_FRAMES) < 1_000_000:
+                    _FRAMES[lab] = frame
             scope = term_syns[k - 1][1] if k else ""
             label_discount = SYNONYM_DISCOUNT.get(scope, 0.9) if k else 1.0
             for toks, idf, w, fr, discount in forms:
                 inter = toks & lab
                 if not inter:
                     continue
-                s = 2 * sum(idf[t] for t in inter) / (w + weights[k])
+                if len(inter) == 1:
+                    (t,) = inter
+                    s = 2 * idf[t] / (w + weights[k])
+                else:
+                    s = 2 * sum(idf[t] for t in inter) / (w + weights[k])
                 if discount == 1.0 and s > direct:   # the label reported: best against the query itself
                     direct, best_k = s, k
                 if toks == lab and discount >= MENTION_DISCOUNT:
                     exact = max(exact, discount * EXACT_BONUS.get(scope, 0.18))
                 s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * label_discount
-                best = max(best, s)
+                if s > best:
+                    best = s
         definition = lex.definition(i)
         cover = max(sum(idf[t] for t in toks & definition) / (w or 1.0) for toks, idf, w, *_ in forms)
         score = best + exact + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
