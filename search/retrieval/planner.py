@@ -130,8 +130,10 @@ def _reading(text: str, known_symbols: frozenset[str] | set[str]) -> tuple[list[
         if view == "symbol":
             clauses.append(Clause(text=tok, view="symbol"))
             entry = {"token": tok, "view": "symbol", "why": why}
-            if why == "symbol shape" and not any(c.isupper() or c in "()[]" for c in tok):
-                # lower-case shapes without brackets (igf-1, high-fat, omega-3) are often prose: their words match
+            bare = not any(c.isupper() or c in "()[]" for c in tok)
+            if why == "symbol shape" and bare and (running or tok.replace("-", "").isalpha()):
+                # lower-case shapes without brackets in running text (igf-1, high-fat, omega-3), or alone when only
+                # letters and hyphens (african-american; iab-4 alone stays exact), are often prose: their words match
                 # the word view at half weight too (the exact symbol clause still ranks exact mentions first)
                 clauses.append(Clause(text=tok, view="word", boost=WORD_PHRASE_WEIGHT))
                 entry["word_phrase"] = WORD_PHRASE_WEIGHT

@@ -47,6 +47,8 @@ def test_lower_case_symbol_shapes_in_running_text_also_match_their_words():
     q = plan("high-fat meal effects")
     assert ("high-fat", "symbol", 1.0) in views(q) and ("high-fat", "word", 0.5) in views(q)
     assert views(plan("l(2)gl")) == [("l(2)gl", "symbol", 1.0)]                  # a lone symbol stays exact
+    assert views(plan("iab-4")) == [("iab-4", "symbol", 1.0)]
+    assert ("african-american", "word", 0.5) in views(plan("african-american"))   # letters and hyphens only: prose
 
 
 def test_symbol_queries_are_not_mistaken_for_shouting_or_titles():
