@@ -218,6 +218,10 @@ def http_matrix(base: str, server: psutil.Process, eps: dict[str, list[dict[str,
     return rows
 
 
+def res_workers_hint() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
 def worker_rss(server: psutil.Process) -> list[int]:
     """RSS of each worker (spawned children; the server itself when it has none)."""
     workers = [p for p in server.children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
@@ -276,10 +280,12 @@ def main() -> None:
                 hits = c.post("/v1/papers/search", json={"query": q}, headers={"X-Session-Id": sid}).json()["hits"]
                 if hits:
                     c.get(f"/v1/papers/{hits[0]['pmcid']}", headers={"X-Session-Id": sid})
-            for reqs in endpoints(qs, sid).values():  # warm every worker's readers
-                for r in reqs * 4:
-                    c.request(r["method"], r["path"], content=r.get("body"),
-                              headers={"Content-Type": "application/json"})
+        for _ in range(4 * res_workers_hint()):  # warm every worker's readers: new connections reach each worker
+            with httpx.Client(base_url=base, timeout=120) as c:
+                for reqs in endpoints(qs, sid).values():
+                    for r in reqs:
+                        c.request(r["method"], r["path"], content=r.get("body"),
+                                  headers={"Content-Type": "application/json"})
         res["workers"] = len(worker_rss(server))
         print("in-process CPU per call:", flush=True)
         res["in_process"] = in_process(data, qs, sid, args.repeat)
