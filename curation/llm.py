@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from search.core.extras import require
+
 log = logging.getLogger("flysift.curation.llm")
 
 #: USD per million tokens (input, cached input, output); public list prices, override with a file or option
@@ -222,7 +224,7 @@ class OpenAIBackend:
         self._clients: dict[tuple[str | None, str], Any] = {}
 
     def _client(self, config: ModelConfig) -> Any:
-        import openai
+        openai = require("openai", "curation", "the LLM harness")
 
         key = (config.base_url, config.api_key_env)
         if key not in self._clients:
@@ -236,7 +238,7 @@ class OpenAIBackend:
 
     async def complete(self, request: dict[str, Any], stream: str, config: ModelConfig,
                        deadline: float | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        import openai
+        openai = require("openai", "curation", "the LLM harness")
 
         client = self._client(config)
         failures: list[dict[str, Any]] = []

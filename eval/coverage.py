@@ -197,10 +197,9 @@ def ceiling_table(ceiling: dict[str, Any]) -> str:
 
 
 def plot_ceiling(ceiling: dict[str, Any], path: str | Path) -> None:
-    import matplotlib
+    from eval.report import _pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for pol in ceiling["policies"]:

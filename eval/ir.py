@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ranx import Qrels, Run, compare, evaluate
-
 from eval.jsonl import read_jsonl
 from search.core.errors import InputError
+from search.core.extras import require
 from search.core.models import Paper
 
 METRICS = ("ndcg@10", "recall@100", "map", "mrr")
@@ -188,6 +187,8 @@ def score_runs(qrels: Mapping[str, Mapping[str, int]], runs: Mapping[str, Mappin
                stat_test: str = "student") -> dict[str, Any]:
     """Mean metrics and per-query values for each run (queries missing from a run score 0), and paired tests of
     every later run against the first. A run without a single hit is reported as an error, not scored."""
+    ranx = require("ranx", "eval", "scoring IR runs")
+    Qrels, Run, compare, evaluate = ranx.Qrels, ranx.Run, ranx.compare, ranx.evaluate
     q = Qrels.from_dict({k: dict(v) for k, v in qrels.items()})
     out: dict[str, Any] = {"runs": {}, "per_query": {}, "significance": [], "significance_test": stat_test}
     ranx_runs = []

@@ -13,15 +13,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from eval.flyaoc import SEMANTIC_TASKS, TASKS, Evaluation  # noqa: E402
+from eval.flyaoc import SEMANTIC_TASKS, TASKS, Evaluation
+from search.core.extras import require
 
 FLYAOC_SCHEMA = "flysift.eval.flyaoc/1"
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, imported on the first plot (the ``eval`` extra)."""
+    matplotlib = require("matplotlib", "eval", "plotting evaluation results")
+    matplotlib.use("Agg")
+    return require("matplotlib.pyplot", "eval", "plotting evaluation results")
 IR_SCHEMA = "flysift.eval.ir/1"
 HEADLINE_TASKS = ("go", "anatomy", "synonyms")
 #: Item counts the FlyAOC paper states; its own evaluator computes 868 / 364 / 457 (spec §4.2).
@@ -178,6 +182,7 @@ def flyaoc_markdown(ev: Evaluation, summary: dict[str, Any]) -> str:
 
 
 def plot_recall_by_task(ev: Evaluation, path: Path) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(HEADLINE_TASKS))
     for j, (agg, label) in enumerate((("micro", "micro"), ("macro", "macro"))):
@@ -198,6 +203,7 @@ def plot_recall_by_task(ev: Evaluation, path: Path) -> None:
 
 
 def plot_recall_at_k(ev: Evaluation, path: Path) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     ks = list(ev.k_values)
     for t in HEADLINE_TASKS:
@@ -225,6 +231,7 @@ def plot_recall_at_k(ev: Evaluation, path: Path) -> None:
 
 
 def plot_per_gene(ev: Evaluation, path: Path) -> None:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     data = []
     for t in HEADLINE_TASKS:
@@ -298,6 +305,7 @@ def plot_per_query_delta(result: dict[str, Any], path: Path, metric: str = "ndcg
     per_query = result["per_query"]
     names = list(per_query)
     base = names[0]
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for other in names[1:]:
         qids = sorted(set(per_query[base]) & set(per_query[other]))

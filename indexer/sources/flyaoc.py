@@ -15,9 +15,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from indexer.sources.base import (
     IdMap,
     SourceItem,
@@ -34,6 +31,7 @@ from indexer.sources.base import (
     split_blank_lines,
 )
 from search.core.errors import InputError
+from search.core.extras import require
 from search.core.models import SECTION_TYPES, Paper, Section
 
 _BATCH_ROWS = 256
@@ -205,12 +203,19 @@ def _read_json(path: Path) -> Iterator[SourceItem]:
         yield paper_from_record(rec, str(path), number)
 
 
-def _parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    yield from pq.ParquetFile(path).iter_batches(batch_size=_BATCH_ROWS)
+def _pyarrow() -> Any:
+    """pyarrow, imported when a Parquet, Arrow or saved Hugging Face input is read (the ``hf`` extra)."""
+    return require("pyarrow", "hf", "reading Parquet, Arrow and Hugging Face dataset inputs")
 
 
-def _arrow_batches(path: Path) -> Iterator[pa.RecordBatch]:
+def _parquet_batches(path: Path) -> Iterator[Any]:
+    yield from require("pyarrow.parquet", "hf", "reading Parquet inputs").ParquetFile(path).iter_batches(
+        batch_size=_BATCH_ROWS)
+
+
+def _arrow_batches(path: Path) -> Iterator[Any]:
     """Batches of an Arrow IPC stream (what ``datasets`` writes) or, failing that, an Arrow IPC file."""
+    pa = _pyarrow()
     with pa.memory_map(str(path)) as mm:
         try:
             reader = pa.ipc.open_stream(mm)
@@ -223,7 +228,8 @@ def _arrow_batches(path: Path) -> Iterator[pa.RecordBatch]:
         yield from reader
 
 
-def _read_batches(path: Path, batches: Iterator[pa.RecordBatch]) -> Iterator[SourceItem]:
+def _read_batches(path: Path, batches: Iterator[Any]) -> Iterator[SourceItem]:
+    pa = _pyarrow()
     src, number = str(path), 0
     try:
         for batch in batches:
@@ -271,19 +277,22 @@ def read(path: Path, id_map: IdMap | None = None) -> Iterator[SourceItem]:
 
 def count(path: Path) -> int | None:
     """Records in one input without parsing them (JSON arrays are loaded, which is not cheap for big files)."""
+    arrow_error: type[BaseException] = OSError
+    if is_hf_dataset_dir(path) or data_suffix(path) in (".parquet", ".arrow"):
+        arrow_error = _pyarrow().ArrowException
     try:
         if is_hf_dataset_dir(path):
             return sum(_arrow_rows(p) for p in hf_arrow_files(path))
         suffix = data_suffix(path)
         if suffix == ".parquet":
-            return pq.ParquetFile(path).metadata.num_rows
+            return require("pyarrow.parquet", "hf", "reading Parquet inputs").ParquetFile(path).metadata.num_rows
         if suffix == ".arrow":
             return _arrow_rows(path)
         if suffix == ".json":
             return len(_json_records(path))
         with open_binary(path) as fh:
             return sum(1 for raw in fh if raw.strip())
-    except (OSError, EOFError, ValueError, pa.ArrowException):
+    except (OSError, EOFError, ValueError, arrow_error):
         return None
 
 

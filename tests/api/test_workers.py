@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
 from search.core.models import Gene, Paper, Section
@@ -25,6 +24,8 @@ from search.sessions.store import SqliteStore
 from search.text.lexicon import Lexicon
 
 from helpers import build_index
+
+psutil = pytest.importorskip("psutil", reason="psutil (in the test extra) is not installed")
 
 N_PAPERS = 50
 BUDGET = 16

@@ -29,7 +29,7 @@ from search.ontology.model import Ontology
 from search.ontology.service import TermService
 from search.text.lexicon import Lexicon
 
-from helpers import LiveServer, build_index
+from helpers import LiveServer, build_index, needs_extra
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 KEY_ENV = "FLYSIFT_TEST_LLM_KEY"
@@ -197,6 +197,7 @@ def test_single_budget_refusal_last_valid_submission_and_replay(service, gene, t
     assert bigger.error.startswith("replay_divergence") and "messages" in bigger.error and bigger.output is None
 
 
+@needs_extra("curation")
 def test_multi_readers_are_charged_to_the_session(service, gene, tmp_path):
     task = GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2)
     with FakeOpenAI(scripted) as fake:
@@ -223,6 +224,7 @@ def test_multi_readers_are_charged_to_the_session(service, gene, tmp_path):
     assert again.error is None and again.output == result.output
 
 
+@needs_extra("curation")
 def test_pipeline_and_memorization(service, gene, tmp_path):
     task = GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2)
     with FakeOpenAI(scripted) as fake:
@@ -250,6 +252,7 @@ def test_pipeline_and_memorization(service, gene, tmp_path):
     assert replay(service, "memorization", task, remembered, tmp_path).output == remembered.output
 
 
+@needs_extra("curation")
 def test_turn_limit_and_flyaoc_parity_rule(service, gene):
     def task(parity: bool) -> GeneTask:
         return GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2, max_turns=6, parity=parity,
@@ -265,6 +268,7 @@ def test_turn_limit_and_flyaoc_parity_rule(service, gene):
     assert "get_budget" not in parity_tools and "search_passages" not in parity_tools
 
 
+@needs_extra("curation")
 def test_cost_and_time_limits_per_gene(service, gene):
     """A gene's cost cap refuses the next model call once reached; its time limit ends a run stuck on a slow model."""
     def slow(body: dict[str, Any], n: int):

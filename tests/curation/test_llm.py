@@ -27,6 +27,8 @@ from curation.llm import (
     write_transcript,
 )
 
+from helpers import needs_extra
+
 KEY_ENV = "FLYSIFT_TEST_LLM_KEY"
 SECRET = "sk-test-do-not-record-0123456789"
 TOOLS = [{"type": "function", "function": {"name": "get_budget", "description": "budget",
@@ -47,6 +49,7 @@ def chat(llm: LLM, cfg: ModelConfig, messages, tools=None, stream="agent"):
     return asyncio.run(llm.chat(cfg, stream, messages, tools))
 
 
+@needs_extra("curation")
 def test_tool_call_usage_cost_and_record():
     """A tool call comes back as sent, usage and cost add up, the seed and fingerprint are recorded, the
     assistant's tool-call turn goes back with content "" (never null), and the key is never recorded."""
@@ -78,6 +81,7 @@ def test_tool_call_usage_cost_and_record():
     assert SECRET not in json.dumps(llm.exchanges) and SECRET not in json.dumps(cfg.public())
 
 
+@needs_extra("curation")
 def test_429_honours_retry_after_then_succeeds():
     replies = [Reply(error_body("slow down", "rate_limit"), 429, {"Retry-After": "0.2"}),
                Reply(error_body("slow down", "rate_limit"), 429, {"retry-after-ms": "50"}),
@@ -90,6 +94,7 @@ def test_429_honours_retry_after_then_succeeds():
     assert [(r["error"], r["wait_s"]) for r in retries] == [("http_429", 0.2), ("http_429", 0.05)]
 
 
+@needs_extra("curation")
 def test_500_and_timeout_are_retried_with_backoff():
     replies = [Reply(error_body("boom", "server_error"), 500), Reply(completion(content="late"), delay_s=3.0),
                completion(content="ok")]
@@ -102,6 +107,7 @@ def test_500_and_timeout_are_retried_with_backoff():
     assert all(0 < r["wait_s"] <= 0.05 * 1.25 for r in retries)  # exponential backoff, capped, with jitter
 
 
+@needs_extra("curation")
 def test_refusals_and_exhausted_retries_fail():
     with FakeOpenAI(lambda body, n: Reply(error_body("bad", "invalid_request_error"), 400)) as fake:
         with pytest.raises(LLMError, match="400"):
@@ -113,6 +119,7 @@ def test_refusals_and_exhausted_retries_fail():
         assert len(fake.requests) == 3
 
 
+@needs_extra("curation")
 def test_limits_cost_and_time():
     with FakeOpenAI(lambda body, n: completion(content="ok", prompt_tokens=1_000_000)) as fake:
         llm = LLM(OpenAIBackend(), max_cost_usd=0.2)
@@ -126,6 +133,7 @@ def test_limits_cost_and_time():
         assert exc.value.kind == "timeout"
 
 
+@needs_extra("curation")
 def test_unknown_model_reports_tokens_only_and_prices_override(tmp_path):
     with FakeOpenAI(lambda body, n: completion(content="ok", model="gemma3-270m")) as fake:
         llm = LLM(OpenAIBackend())
@@ -143,6 +151,7 @@ def test_unknown_model_reports_tokens_only_and_prices_override(tmp_path):
         PriceTable.load(overrides={"m": {"output": 1}})
 
 
+@needs_extra("curation")
 def test_transcript_replays_exactly_and_divergence_is_loud(tmp_path):
     with FakeOpenAI(lambda body, n: completion(content=f"answer {n}", tool_calls=None)) as fake:
         live = LLM(OpenAIBackend())

@@ -17,6 +17,8 @@ from curation_service import CUR, FIX, build_data, serve
 
 from curation.cli import curate
 
+from helpers import needs_extra
+
 SECRET = "fsk_do-not-store-this-key"
 
 
@@ -77,6 +79,7 @@ def test_resume_and_retry_failed(service, tmp_path):
     assert len(json.loads((run / "run.json").read_text())["resumed"]) == 3
 
 
+@needs_extra("eval")
 def test_show_dry_run_and_eval(service, tmp_path):
     run = tmp_path / "run"
     assert batch(service.url, run).exit_code == 0

@@ -25,7 +25,7 @@ from search.text import analysis
 from search.text.analysis import analyze
 from search.text.passages import split_passages
 
-from helpers import PAPERS, ClusterNode
+from helpers import PAPERS, ClusterNode, needs_extra
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,6 +57,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@needs_extra("cluster")
 @pytest.mark.parametrize("flavour", ["opensearch", "elasticsearch"])
 def test_cluster_down_is_503_with_retry_after_and_a_clear_message(tmp_path: Path, flavour: str):
     settings = Settings(data_dir=tmp_path, cluster_url=f"http://127.0.0.1:{_closed_port()}", cluster_timeout_s=2,
@@ -71,6 +72,7 @@ def test_cluster_down_is_503_with_retry_after_and_a_clear_message(tmp_path: Path
         assert "cannot be reached" in e.value.message and settings.cluster_url in e.value.message
 
 
+@needs_extra("cluster")
 def test_api_answers_503_with_retry_after_when_the_cluster_is_down(tmp_path: Path):
     from fastapi.testclient import TestClient
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import needs_extra
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "curation"))
 
 from curation_service import CUR, build_data, serve  # noqa: E402
@@ -41,6 +43,7 @@ def test_run_coverage_from_traces(served_run, tmp_path):
     assert rc["genes"]["FBgn0000463"]["never_surfaced"] == ["PMC900003"]
 
 
+@needs_extra("eval")
 def test_retrieval_ceiling_table_and_plot(served_run, tmp_path):
     srv, _ = served_run
     r = CliRunner().invoke(coverage_cmd, ["--ground-truth", str(CUR / "ground_truth.jsonl"), "--ceiling", "--url",

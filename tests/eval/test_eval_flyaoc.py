@@ -17,6 +17,8 @@ from eval.report import write_flyaoc_report
 from search.core.errors import InputError
 from search.ontology.model import Ontology, WangSimilarity
 
+from helpers import needs_extra
+
 FIX = Path(__file__).parents[1] / "fixtures" / "eval_flyaoc"
 ROOT = Path(__file__).parents[2]
 
@@ -214,6 +216,7 @@ def test_run_record_and_gene_mismatch_warning():
     assert failed.status == "failed" and "boom" in failed.issues[0].message
 
 
+@needs_extra("eval")
 def test_parity_with_frozen_flyaoc_reference(truth, sims, tmp_path):
     """Every recall@k, set metric and denominator FlyAOC's evaluator printed for these files, to its 4 decimals."""
     spec = importlib.util.spec_from_file_location("bench_flyaoc_parity", ROOT / "bench" / "bench_flyaoc_parity.py")
@@ -229,6 +232,7 @@ def test_parity_with_frozen_flyaoc_reference(truth, sims, tmp_path):
     assert not bad
 
 
+@needs_extra("eval")
 def test_report_shape_and_files(truth, sims, tmp_path):
     ev = run(truth, sims, n_resamples=50)
     coverage = cov.coverage_from_predictions(truth, load_predictions(FIX / "predictions", truth)[0], ev.genes)
@@ -267,6 +271,7 @@ def test_coverage_from_evidence_and_traces(truth, tmp_path):
     assert e.value.record == 0 and e.value.field == "pmcid"
 
 
+@needs_extra("eval")
 def test_cli_flyaoc(tmp_path, monkeypatch):
     monkeypatch.setenv("FLYSIFT_ONTOLOGY_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"

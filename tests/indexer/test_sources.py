@@ -6,12 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from indexer.sources import IdMap, count_records, detect_format, iter_records, normalize_pmcid, normalize_year
 from search.core.errors import InputError
+
+try:  # the hf extra (also in the test extra); without it the Parquet/Arrow tests skip
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError:  # pragma: no cover - exercised in a core-only install
+    pa = pq = None
+
+needs_pyarrow = pytest.mark.skipif(pa is None, reason="pyarrow is not installed (pip install 'flysift[hf]')")
 
 GOOD = {"pmcid": "pmc101", "pmid": 9001, "doi": "10.1/x", "year": "2004", "journal": "Dev Biol",
         "title": "Dpp  in the\nwing", "abstract": "Part one.\n\nPart two.",
@@ -156,7 +162,7 @@ def test_flyaoc_json_array_and_data_object(tmp_path):
     assert count_records([tmp_path / "a.json", tmp_path / "b.json"]) == 3
 
 
-def _table(n: int) -> pa.Table:
+def _table(n: int):
     """FlyAOC-like rows with ``sections`` as an Arrow struct (null where a paper lacks a type)."""
     sections = pa.struct([("INTRO", pa.list_(pa.string())), ("RESULTS", pa.string())])
     rows = [{"pmcid": f"PMC{i}", "title": f"Paper {i}", "abstract": "", "year": 2000 + i % 20,
@@ -168,6 +174,7 @@ def _table(n: int) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+@needs_pyarrow
 def test_parquet_streams_batches_and_counts(tmp_path):
     path = tmp_path / "corpus.parquet"
     pq.write_table(_table(600), path, row_group_size=250)
@@ -179,6 +186,7 @@ def test_parquet_streams_batches_and_counts(tmp_path):
     assert [s.type for s in items[0].paper.sections] == ["INTRO"]
 
 
+@needs_pyarrow
 def test_arrow_map_sections(tmp_path):
     """``sections`` stored as an Arrow map arrives as a list of (type, paragraphs) pairs."""
     kind = pa.map_(pa.string(), pa.list_(pa.string()))
@@ -189,6 +197,7 @@ def test_arrow_map_sections(tmp_path):
     assert [(s.type, s.title) for s in item.paper.sections] == [("INTRO", None), ("OTHER", "Weird")]
 
 
+@needs_pyarrow
 def test_hf_dataset_folder(tmp_path):
     """What ``datasets.save_to_disk`` writes: Arrow IPC stream files listed in state.json, beside dataset_info.json."""
     root = tmp_path / "hf"

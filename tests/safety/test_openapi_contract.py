@@ -15,6 +15,7 @@ fuzzed too: without a build id (which the fuzzer cannot guess) they only open bu
 served corpus stays as it was.
 """
 
+# ruff: noqa: E402  (schemathesis is imported after the skip that names it when it is absent)
 from __future__ import annotations
 
 import re
@@ -24,7 +25,8 @@ from typing import Any
 
 import httpx
 import pytest
-import schemathesis
+
+schemathesis = pytest.importorskip("schemathesis", reason="schemathesis (in the test extra) is not installed")
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from search.core.errors import FlysiftError, Unavailable
+from search.core.extras import require
 
 POOL_SIZE = 32
 #: statuses that mean "try again later" (the bulk loader retries them; a search answers 503 + Retry-After)
@@ -82,8 +83,10 @@ class Transport:
         self._api_error: Any
         self._down_error: Any
         if self.flavour == "elasticsearch":
+            elasticsearch = require("elasticsearch", "cluster", "the Elasticsearch engine")
             import elastic_transport
-            from elasticsearch import ApiError, Elasticsearch
+
+            ApiError, Elasticsearch = elasticsearch.ApiError, elasticsearch.Elasticsearch
 
             auth: dict[str, Any] = {}
             if api_key:
@@ -94,7 +97,7 @@ class Transport:
                                         connections_per_node=POOL_SIZE, **auth, **tls)
             self._api_error, self._down_error = ApiError, elastic_transport.TransportError
         else:
-            import opensearchpy
+            opensearchpy = require("opensearchpy", "cluster", "the OpenSearch engine")
 
             auth = {}
             if api_key:  # e.g. behind a proxy or a managed service that takes API keys
