@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from search import __version__
-from search.api import builds, openapi, papers, sessions, terms
+from search.api import builds, docs, openapi, papers, sessions, terms
 from search.api.deps import principal
 from search.api.guard import InputGuard, error_response
 from search.api.middleware import TraceMiddleware
@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="flysift", version=__version__,
                   description="Retrieval backend for literature-curation agents: budget-limited, gene-aware "
                               "search over papers, passages and ontology terms.",
-                  dependencies=[Depends(principal)])
+                  dependencies=[Depends(principal)], docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.search = SearchService(settings)
     app.state.builds = {}
@@ -119,4 +119,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)
     openapi.install(app, settings)  # the served document declares the real errors, auth and bounds
+    docs.install(app)  # /docs and /redoc with their assets served here: no CDN, works offline
     return app
