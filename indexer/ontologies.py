@@ -3,12 +3,41 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from search.cli.main import data_dir_option, settings_for
 from search.core.names import ONTOLOGY_PATTERN, is_valid
+
+
+def name_mismatch(name: str, ids: Sequence[str]) -> str | None:
+    """Why ``ids`` do not look like the ontology ``name`` (None when they do).
+
+    A known name (go, fbbt, fbdv) needs most live ids to carry its prefix: indexing FBdv as ``go`` would replace GO.
+    Another name is refused when most ids carry a known ontology's prefix (FBdv's file under ``dev`` hides it from
+    lookups by id prefix)."""
+    from search.ontology.model import KNOWN
+
+    if not ids:
+        return None
+    prefixes = Counter(term_id.split(":", 1)[0] for term_id in ids)
+    top, count = prefixes.most_common(1)[0]
+    share = count / len(ids)
+    expected = KNOWN.get(name)
+    top_known = next((s.name for s in KNOWN.values() if s.prefix == top), None)
+    if expected is not None:
+        if prefixes.get(expected.prefix, 0) * 2 >= len(ids):
+            return None
+        hint = f"; did you mean --name {top_known}?" if top_known else ""
+        return (f"--name {name} expects ids like {expected.example}, but {share:.0%} of the file's "
+                f"{len(ids)} ids start with {top}:{hint}")
+    if top_known and share > 0.5:
+        return (f"--name {name}: {share:.0%} of the file's {len(ids)} ids are {top}: ids; "
+                f"did you mean --name {top_known}?")
+    return None
 
 
 def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -23,7 +52,9 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               help="Ontology name: go, fbbt, fbdv (known id formats) or another lower-case name")
 @data_dir_option
 @click.option("--no-cache", is_flag=True, help="Parse the OBO file even if the ontology cache has it")
-def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool) -> None:
+@click.option("--allow-name-mismatch", is_flag=True,
+              help="Index under --name even when the file's ids belong to another known ontology")
+def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow_name_mismatch: bool) -> None:
     """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy."""
     from search.engines import open_engine
     from search.ontology.model import Ontology
@@ -33,6 +64,9 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool) -> No
     t0 = time.perf_counter()
     ont = Ontology.load(file, name, use_cache=not no_cache)
     loaded = time.perf_counter() - t0
+    mismatch = name_mismatch(name, ont.ids)
+    if mismatch and not allow_name_mismatch:
+        raise click.UsageError(f"{mismatch}; nothing was indexed (--allow-name-mismatch indexes it anyway)")
     stats = ont.stats()
     n = TermService(settings.data_dir, engine=open_engine(settings)).index_ontology(ont)
     click.echo(f"{name}: {stats['terms']} terms ({stats['obsolete']} obsolete, {stats['alt_ids']} alt ids, "

@@ -37,16 +37,31 @@ class _Group(click.Group):
         return cmd
 
     def invoke(self, ctx):
+        from pydantic import ValidationError
+
         try:
             return super().invoke(ctx)
-        except FlysiftError as exc:
-            click.secho(f"error [{exc.code}]: {exc.message}", fg="red", err=True)
+        except (FlysiftError, ValidationError) as exc:
+            if ctx.params.get("debug"):
+                raise
+            code, message = ((exc.code, exc.message) if isinstance(exc, FlysiftError)
+                             else ("invalid_request", validation_line(exc)))
+            click.secho(f"error [{code}]: {message}", fg="red", err=True)
             sys.exit(2)
+
+
+def validation_line(exc: Exception) -> str:
+    """A pydantic validation error in one line: each field and what is wrong with it (values not quoted)."""
+    errors: list = getattr(exc, "errors", lambda: [])()
+    parts = [(".".join(str(p) for p in e["loc"]) + ": " if e["loc"] else "") + e["msg"].removeprefix("Value error, ")
+             for e in errors[:5]]
+    return "; ".join(parts) or str(exc).splitlines()[0]
 
 
 @click.group(cls=_Group)
 @click.version_option(package_name="flysift")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of one line")
+def main(debug: bool) -> None:
     """flysift: gene-aware literature search for curation agents."""
 
 

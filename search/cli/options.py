@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from search.core.config import Settings
+from search.core.config import Settings, load_settings
 
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), envvar="FLYSIFT_DATA_DIR",
                                default=None, help="Index directory (env FLYSIFT_DATA_DIR; default ./data)")
@@ -17,7 +17,7 @@ def settings_for(data_dir: Path | None, **overrides: Any) -> Settings:
     """Settings from the environment, with the command's options on top."""
     if data_dir is not None:
         overrides["data_dir"] = data_dir
-    return Settings(**overrides)
+    return load_settings(**overrides)
 
 
 def print_table(rows: list[dict], columns: list[tuple[str, str, int]]) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args, get_origin
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -23,6 +23,8 @@ from pydantic_settings import (
 from search.core.errors import FlysiftError
 
 CONFIG_ENV = "FLYSIFT_CONFIG"
+#: characters of a refused value an error quotes
+MAX_QUOTED = 60
 
 
 def _config_error(message: str) -> FlysiftError:
@@ -118,3 +120,50 @@ class Settings(BaseSettings):
         if not path:
             return init_settings, env_settings, file_secret_settings
         return init_settings, env_settings, _TomlFile(settings_cls, Path(path)), file_secret_settings
+
+
+_KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "text", Path: "a path"}
+
+
+def _accepts(name: str) -> str:
+    """What setting ``name`` accepts, in words (its type, bounds and choices)."""
+    field = Settings.model_fields.get(name)
+    if field is None:
+        return "a valid value"
+    ann = field.annotation
+    args = [a for a in get_args(ann) if a is not type(None)] or [ann]
+    choices = [v for a in args if get_origin(a) is Literal for v in get_args(a)]
+    if choices:
+        kind = "one of " + ", ".join(str(c) for c in choices)
+    else:
+        kind = next((_KINDS[a] for a in args if a in _KINDS), "a secret" if SecretStr in args else "a valid value")
+    bounds = [f"{label} {getattr(m, attr)}" for m in field.metadata
+              for attr, label in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")) if hasattr(m, attr)]
+    return kind + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def describe_error(exc: ValidationError) -> str:
+    """One line for a settings validation error: each refused setting by its variable name (or its key in the
+    ``FLYSIFT_CONFIG`` file), the value (cut short; never a credential's) and what it accepts."""
+    parts = []
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        env = f"FLYSIFT_{name.upper()}"
+        in_file = env not in os.environ and os.environ.get(CONFIG_ENV)
+        field = Settings.model_fields.get(name)
+        secret = field is not None and SecretStr in (get_args(field.annotation) or (field.annotation,))
+        value = "<hidden>" if secret else repr(str(err.get("input", "")))
+        if len(value) > MAX_QUOTED:
+            value = value[:MAX_QUOTED] + "…"
+        where = f"{name}={value} (in {in_file})" if in_file else f"{env}={value}"
+        parts.append(f"{where}: expected {_accepts(name)}")
+    return "invalid setting " + "; ".join(parts)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """:class:`Settings` from arguments, the environment and the ``FLYSIFT_CONFIG`` file; a value they refuse is a
+    one-line ``config_error`` (no pydantic traceback)."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise _config_error(describe_error(exc)) from exc

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 #: Field weights for paper search; passages have a single text field.
 FIELD_BOOSTS: dict[str, float] = {"title": 3.0, "abstract": 2.0, "body": 1.0}
@@ -55,6 +55,13 @@ class Filters(BaseModel):
     section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
         None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
     pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)
+
+    @model_validator(mode="after")
+    def _ordered_years(self) -> Filters:
+        """An inverted range matches nothing: refused instead of answering 0 hits without a word."""
+        if self.year_from is not None and self.year_to is not None and self.year_from > self.year_to:
+            raise ValueError(f"year_from ({self.year_from}) is after year_to ({self.year_to})")
+        return self
 
 
 class EngineQuery(BaseModel):

@@ -405,6 +405,11 @@ class Ontology:
     def relations(self) -> list[str]:
         return sorted({e[1] for e in self._d["edges"]})
 
+    @cached_property
+    def has_aspects(self) -> bool:
+        """Whether any term sits in a GO namespace (only then does an aspect filter mean something)."""
+        return any(ns in GO_ASPECTS for ns in set(self._d["namespaces"]))
+
     # -- graph -----------------------------------------------------------------------------------------------------
     @cached_property
     def _edges_by_child(self) -> dict[int, list[tuple[str, str, bool]]]:

@@ -248,6 +248,9 @@ class TermService:
         ont = self.ontology(ontology)
         query = self._check_query(query)
         aspect = self._check_aspect(aspect)
+        if aspect and not ont.has_aspects:
+            raise InvalidRequest(f"aspect: {ont.name} has no GO aspects (namespaces); leave aspect out",
+                                 details={"field": "aspect", "ontology": ont.name})
         limit = self._check_limit(limit)
         hid = self.hidden(ont.name, hidden, hidden_descendants)
         def engine(q: str, pool: int) -> list[TermHit]:

@@ -70,3 +70,34 @@ def test_cli_prints_a_config_error_as_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error [config_error]:") and "absent.toml" in lines[0]
+
+
+def test_a_refused_value_is_one_line_naming_the_setting_value_and_what_it_accepts(tmp_path, monkeypatch):
+    from search.cli.main import main
+
+    monkeypatch.setenv("FLYSIFT_MAX_PAGE_SIZE", "abc")
+    monkeypatch.setenv("FLYSIFT_ENGINE", "elastic")
+    result = CliRunner().invoke(main, ["stats", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error [config_error]:")
+    assert "FLYSIFT_MAX_PAGE_SIZE='abc': expected an integer" in lines[0]
+    assert "FLYSIFT_ENGINE='elastic': expected one of embedded, cluster" in lines[0]
+    # --debug: the exception and its pydantic cause, for a bug report
+    result = CliRunner().invoke(main, ["--debug", "stats", "--data-dir", str(tmp_path)])
+    assert isinstance(result.exception, FlysiftError) and result.exception.__cause__ is not None
+
+
+def test_a_refused_value_in_the_file_names_the_key_and_file_never_a_secret(tmp_path, monkeypatch):
+    from search.core.config import load_settings
+
+    path = _config(tmp_path, monkeypatch, 'port = "eighty"\nmax_body_bytes = 3\n')
+    with pytest.raises(FlysiftError) as e:
+        load_settings()
+    msg = e.value.message
+    assert e.value.code == "config_error" and "\n" not in msg
+    assert f"port='eighty' (in {path}): expected an integer" in msg and "expected an integer (>= 1024)" in msg
+    monkeypatch.delenv("FLYSIFT_CONFIG")
+    with pytest.raises(FlysiftError) as e:
+        load_settings(cluster_password=["not", "a", "string-secret-123"])
+    assert "string-secret-123" not in e.value.message and "<hidden>" in e.value.message
