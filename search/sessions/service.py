@@ -50,7 +50,8 @@ class Ontologies(Protocol):
 
 
 def load_lexicon(spec: str | None, data_dir: Path) -> Callable[[], Lexicon]:
-    """A loader of the gene lexicon: the configured sources, else ``<data_dir>/lexicon.tsv[.gz]``, loaded once."""
+    """A loader of the gene lexicon: the configured sources, else ``<data_dir>/lexicon.tsv[.gz]``, else the FlyBase
+    gene table shipped with flysift (``Lexicon.bundled``: sessions work without configuration), loaded once."""
     @lru_cache(maxsize=1)
     def _load() -> Lexicon:
         if spec:
@@ -58,7 +59,7 @@ def load_lexicon(spec: str | None, data_dir: Path) -> Callable[[], Lexicon]:
         for name in ("lexicon.tsv", "lexicon.tsv.gz"):
             if (data_dir / name).exists():
                 return Lexicon.load([data_dir / name])
-        return Lexicon()
+        return Lexicon.bundled()
 
     return _load
 

@@ -10,7 +10,11 @@ or symbol. Sources, merged gene by gene (the first source to give a full name or
 * the synonym fields of FlyAOC's ground truth (``ground_truth_*.jsonl``).
 
 Lookups are exact and case-sensitive (``dl`` is dorsal, ``Dl`` is Delta). A name shared by several genes is
-ambiguous; ``lookup`` says so instead of guessing.
+ambiguous; ``lookup`` says so instead of guessing. A name that matches only in another case (``HH``) is not
+resolved, but its genes are offered as candidates (``hh``). An empty name is refused.
+
+Without a configured source, :meth:`Lexicon.bundled` is FlyBase's table of the 3,446 FlyAOC candidate genes shipped
+as package data (``search/data/flybase_genes.csv.gz``, FB2025_04, CC BY 4.0; see ``search/data/NOTICE.md``).
 """
 
 from __future__ import annotations
@@ -18,14 +22,20 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from search.core.errors import InputError, NotFound
+from search.core.errors import InputError, InvalidRequest, NotFound
 from search.core.models import Gene
 from search.flyaoc import groundtruth
+
+#: package data: FlyBase's gene table of FlyAOC's 3,446 candidate genes (see search/data/NOTICE.md)
+BUNDLED_GENES = "flybase_genes.csv.gz"
 
 FB_SYNONYM_HEADER = ("##primary_FBid", "organism_abbreviation", "current_symbol", "current_fullname",
                      "fullname_synonym(s)", "symbol_synonym(s)")
@@ -68,6 +78,7 @@ class Lexicon:
         self._genes: dict[str, Gene] = {}
         self._symbols: dict[str, str] = {}
         self._names: dict[str, list[str]] = {}
+        self._folded: dict[str, list[str]] = {}  # casefolded name -> gene ids: candidates for a name in another case
         for g in genes:
             self.add(g)
 
@@ -79,12 +90,15 @@ class Lexicon:
                 raise InputError(f"gene {gene.id}: current symbol {gene.symbol!r} disagrees with {old.symbol!r} "
                                  "from an earlier source; load sources of one FlyBase release", field="symbol")
             gene = _merge(old, gene)
+        if not gene.id.strip() or not gene.symbol.strip():
+            raise InputError(f"gene {gene.id!r}: a gene needs an id and a current symbol", field="symbol")
         self._genes[gene.id] = gene
         self._symbols[gene.symbol] = gene.id
         for name in all_names(gene):
-            ids = self._names.setdefault(name, [])
-            if gene.id not in ids:
-                ids.append(gene.id)
+            for index, key in ((self._names, name), (self._folded, name.casefold())):
+                ids = index.setdefault(key, [])
+                if gene.id not in ids:
+                    ids.append(gene.id)
 
     def __len__(self) -> int:
         return len(self._genes)
@@ -107,6 +121,10 @@ class Lexicon:
         """Every gene that has ``name`` as its symbol, full name or a synonym (exact, case-sensitive)."""
         return NameMatch(name, tuple(self._names.get(name, ())))
 
+    def lookup_any_case(self, name: str) -> NameMatch:
+        """Every gene that has ``name`` as a name in any letter case (``HH`` finds hh): candidates, never a match."""
+        return NameMatch(name, tuple(self._folded.get(name.casefold(), ())))
+
     def symbols(self) -> frozenset[str]:
         """Current symbols, for the planner's symbol detection."""
         return frozenset(self._symbols)
@@ -114,6 +132,9 @@ class Lexicon:
     def resolve(self, ref: str) -> Gene:
         """The gene named by a FlyBase id or current symbol; otherwise a NotFound that says what the name is."""
         ref = ref.strip()
+        if not ref:
+            raise InvalidRequest("The gene name is empty; give a FlyBase id (FBgn…) or a current symbol.",
+                                 details={"field": "gene"})
         gene = self.get(ref) or self.by_symbol(ref)
         if gene is not None:
             return gene
@@ -124,10 +145,21 @@ class Lexicon:
             which = ", ".join(f"{c['symbol']} ({c['id']})" for c in candidates)
             raise NotFound(f"{ref!r} is not a current symbol but a name of {which}; give the FlyBase id or the "
                            "current symbol.", code="gene_not_found", details=details)
+        other_case = self.lookup_any_case(ref).gene_ids
+        if other_case:
+            details["candidates"] = candidates = [{"id": i, "symbol": self._genes[i].symbol} for i in other_case]
+            which = ", ".join(f"{c['symbol']} ({c['id']})" for c in candidates[:5])
+            raise NotFound(f"Gene {ref!r} is not in the lexicon in this letter case (symbols are case-sensitive: dl "
+                           f"is dorsal, Dl is Delta); did you mean {which}?", code="gene_not_found", details=details)
         raise NotFound(f"Gene {ref!r} is not in the lexicon ({len(self)} genes); give a FlyBase id (FBgn…) or a "
                        "current symbol (case-sensitive).", code="gene_not_found", details=details)
 
     # ---- files ------------------------------------------------------------------------------------------------
+    @classmethod
+    def bundled(cls) -> Lexicon:
+        """FlyBase's table of the 3,446 FlyAOC candidate genes shipped with flysift (FB2025_04, CC BY 4.0)."""
+        return _bundled()
+
     @classmethod
     def load(cls, paths: Iterable[str | Path]) -> Lexicon:
         """Merge several sources; the format is chosen from each file's name (see the module docstring)."""
@@ -145,6 +177,12 @@ class Lexicon:
             for g in self:
                 fh.write("\t".join((g.id, "Dmel", g.symbol, g.fullname or "", "|".join(g.fullname_synonyms),
                                     "|".join(g.symbol_synonyms))) + "\n")
+
+
+@cache
+def _bundled() -> Lexicon:
+    with resources.as_file(resources.files("search").joinpath("data", BUNDLED_GENES)) as path:
+        return Lexicon(read_genes_csv(path))
 
 
 def _open(path: Path, mode: str = "r"):
@@ -196,6 +234,15 @@ def fullname_from_summary(symbol: str, summary: str) -> str | None:
     return summary[:i].strip() or None if i > 0 else None
 
 
+_SUMMARY_HEAD = re.compile(r"^[^()]+? \(([^\s()]+(?:\([^\s()]+\))?[^\s()]*)\) ")
+
+
+def _symbol_from_summary(summary: str) -> str:
+    """The symbol in a summary's opening "<full name> (<symbol>) …" ("nanchung (nan) encodes …" gives nan)."""
+    m = _SUMMARY_HEAD.match(summary)
+    return m.group(1) if m else ""
+
+
 def read_genes_csv(path: Path) -> Iterator[Gene]:
     """FlyAOC's ``genes.csv`` / ``genes_top100.csv``: ``FBgn_ID, Gene_Symbol, Summary``."""
     with _open(path) as fh:
@@ -205,7 +252,9 @@ def read_genes_csv(path: Path) -> Iterator[Gene]:
             raise InputError(f"{path}: missing column(s) {sorted(missing)}", source=str(path), field="header")
         for row in reader:
             summary = (row.get("Summary") or "").strip()
-            symbol = row["Gene_Symbol"].strip()
+            symbol = row["Gene_Symbol"].strip() or _symbol_from_summary(summary)
+            if not symbol or not row["FBgn_ID"].strip():
+                continue  # a gene without a symbol cannot be named (FlyAOC's genes.csv has one: nan's cell is empty)
             yield Gene(id=row["FBgn_ID"].strip(), symbol=symbol, fullname=fullname_from_summary(symbol, summary),
                        summary=summary or None)
 

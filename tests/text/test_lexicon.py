@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from search.core.errors import InputError, NotFound
+from search.core.errors import InputError, InvalidRequest, NotFound
 from search.core.models import Gene
 from search.text.lexicon import Lexicon, fullname_from_summary
 
@@ -126,3 +126,61 @@ def test_bad_sources(tmp_path: Path):
     with pytest.raises(InputError) as e:
         Lexicon.load([bad])
     assert ":1:" in e.value.message
+
+
+# ---- issue #14 item 6: a lexicon out of the box, case-insensitive candidates, empty names refused ---------------
+
+def test_the_bundled_flybase_table_is_a_lexicon_without_configuration() -> None:
+    lex = Lexicon.bundled()
+    assert len(lex) == 3446
+    assert lex.resolve("hh").id == "FBgn0004644" and lex.resolve("FBgn0004644").symbol == "hh"
+    assert lex.resolve("dl").symbol == "dl"
+    # FlyAOC's genes.csv leaves nan's symbol cell empty: the summary's "nanchung (nan)" names it
+    assert lex.get("FBgn0036414").symbol == "nan" and lex.resolve("nan").fullname == "nanchung"
+
+
+def test_a_name_in_another_case_offers_the_gene_as_a_candidate() -> None:
+    lex = Lexicon.bundled()
+    with pytest.raises(NotFound) as err:
+        lex.resolve("HH")
+    assert [c["symbol"] for c in err.value.details["candidates"]] == ["hh"]
+    assert "hh (FBgn0004644)" in err.value.message
+    both = Lexicon([Gene(id="FBgn0000463", symbol="Dl", fullname="Delta"),
+                    Gene(id="FBgn0000499", symbol="dl", fullname="dorsal")])
+    with pytest.raises(NotFound) as err:
+        both.resolve("DL")  # never guessed: Dl is Delta, dl is dorsal
+    assert {c["symbol"] for c in err.value.details["candidates"]} == {"Dl", "dl"}
+    assert lex.lookup("HH").gene_ids == () and lex.lookup_any_case("HH").gene_ids == ("FBgn0004644",)
+
+
+@pytest.mark.parametrize("name", ["", "   ", "\t"])
+def test_an_empty_gene_name_is_refused(name: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        Lexicon.bundled().resolve(name)
+    assert err.value.status == 422
+
+
+def test_genes_without_a_symbol_never_enter_a_lexicon(tmp_path: Path) -> None:
+    path = tmp_path / "genes.csv"
+    path.write_text("FBgn_ID,Gene_Symbol,Summary\nFBgn0000002,,A summary without a name first.\n"
+                    "FBgn0036414,,nanchung (nan) encodes a TRP channel.\n", encoding="utf-8")
+    lex = Lexicon.load([path])
+    assert [g.symbol for g in lex] == ["nan"]
+    with pytest.raises(InputError):
+        Lexicon([Gene(id="FBgn0000003", symbol="")])
+
+
+def test_sessions_work_without_a_configured_lexicon(data_dir: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from search.api.app import create_app
+    from search.core.config import Settings
+
+    http = TestClient(create_app(Settings(data_dir=data_dir)))
+    made = http.post("/v1/sessions", json={"gene": "hh", "max_papers": 2})
+    assert made.status_code in (200, 201), made.text
+    assert made.json()["gene"]["symbol"] == "hh"
+    wrong_case = http.post("/v1/sessions", json={"gene": "HH"})
+    assert wrong_case.status_code == 404 and wrong_case.json()["error"]["code"] == "gene_not_found"
+    assert "hh" in [c["symbol"] for c in wrong_case.json()["error"]["details"]["candidates"]]
+    assert http.post("/v1/sessions", json={"gene": ""}).status_code == 422
