@@ -12,6 +12,7 @@ with code ``unreachable``.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
@@ -312,13 +313,21 @@ class _Endpoints:
                                    lambda b: [Submission.model_validate(x) for x in b["submissions"]]))
 
     # ---- ontology terms ---------------------------------------------------------------------------------------
-    def search_terms(self, q: str, ontology: str = "go", aspect: str | None = None, limit: int = 10,
-                     include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
-                     hidden_descendants: bool | None = None):
-        """Terms by name, synonym, definition or id (``search.ontology.service.TermSearchResponse``)."""
+    def search_terms(self, query: str | None = None, ontology: str = "go", aspect: str | None = None,
+                     limit: int = 10, include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
+                     hidden_descendants: bool | None = None, *, q: str | None = None):
+        """Terms by name, synonym, definition or id (``search.ontology.service.TermSearchResponse``). ``q`` is the
+        deprecated name of ``query`` (one release; a DeprecationWarning)."""
+        if q is not None:
+            warnings.warn("search_terms(q=...) is deprecated: use query=", DeprecationWarning, stacklevel=2)
+            if query is not None:
+                raise TypeError("search_terms: give query, not also q (its deprecated alias)")
+            query = q
+        if query is None:
+            raise TypeError("search_terms: query is required")
         return self._send(_Request("GET", "/v1/terms/search",
                                    lambda b: _terms_models().TermSearchResponse.model_validate(b),
-                                   params=_params(q=q, ontology=ontology, aspect=aspect, limit=limit,
+                                   params=_params(query=query, ontology=ontology, aspect=aspect, limit=limit,
                                                   include_obsolete=include_obsolete, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
 

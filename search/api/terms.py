@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from search.api.deps import current_session
 from search.api.respond import answer
+from search.core.errors import InvalidRequest
 from search.ontology.hidden import HiddenQuery, hidden_query
 from search.ontology.service import ResolvedTerm, TermList, TermLookup, TermSearchResponse, TermService
 from search.sessions.models import Session
@@ -38,15 +39,29 @@ def _svc(request: Request) -> TermService:
 # not re-validated; ``response_model`` documents the answer.
 
 
+def term_query(query: str | None, q: str | None) -> str:
+    """The search text from ``query``, or from ``q``, its deprecated alias (one release); both at once is refused."""
+    if query is not None and q is not None:
+        raise InvalidRequest("give query, not also q (its deprecated alias)", details={"field": "q"})
+    text = query if query is not None else q
+    if text is None:
+        raise InvalidRequest("query: required (words, a phrase or a term id)", details={"field": "query"})
+    return text
+
+
 @router.get("/terms/search", response_model=TermSearchResponse)
-async def search_terms(request: Request, q: str = Query(..., description="Words, a phrase or a term id"),
+async def search_terms(request: Request,
+                       query: str | None = Query(None, description="Words, a phrase or a term id (required)"),
                        ontology: str = Query("go", description="go, fbbt, fbdv (or another indexed name)"),
                        aspect: str | None = Query(None, description="GO aspect P, F or C"),
                        limit: int = Query(10, ge=1, le=100), include_obsolete: bool = False,
+                       q: str | None = Query(None, deprecated=True,
+                                             description="Deprecated alias of query (removed in the next release)"),
                        h: HiddenQuery = Depends(hidden_spec)) -> Response:
-    """Terms by name, synonym (weighted by scope), definition or id; hidden and obsolete terms left out."""
-    return await answer(lambda: _svc(request).search(ontology, q, aspect=aspect, limit=limit, hidden=h.hidden,
-                                                     hidden_descendants=h.descendants,
+    """Terms by name, synonym (weighted by scope), definition or id; hidden and obsolete terms left out. The text
+    is ``query``, as in paper and passage search (``q`` still works for one release)."""
+    return await answer(lambda: _svc(request).search(ontology, term_query(query, q), aspect=aspect, limit=limit,
+                                                     hidden=h.hidden, hidden_descendants=h.descendants,
                                                      include_obsolete=include_obsolete))
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from search.cli.options import data_dir_option, print_table, settings_for
+from search.cli.options import data_dir_option, echo_json, print_table, settings_for
 from search.core.errors import FlysiftError
 
 
@@ -46,6 +46,9 @@ class _Group(click.Group):
                 raise
             code, message = ((exc.code, exc.message) if isinstance(exc, FlysiftError)
                              else ("invalid_request", validation_line(exc)))
+            valid = exc.details.get("valid") if isinstance(exc, FlysiftError) else None
+            if isinstance(valid, list) and valid and "valid:" not in message:
+                message += f" (valid: {', '.join(str(v) for v in valid[:20])})"  # as REST's details.valid
             click.secho(f"error [{code}]: {message}", fg="red", err=True)
             sys.exit(2)
 
@@ -104,7 +107,8 @@ def default_workers() -> int:
 @click.option("--year-from", type=int)
 @click.option("--year-to", type=int)
 @click.option("--section", "sections", multiple=True, help="Only papers with this section type (repeatable)")
-@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the REST response body (POST /v1/papers/search with snippets)")
 def search(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
            year_to: int | None, sections: tuple[str, ...], as_json: bool) -> None:
     """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl)."""
@@ -113,10 +117,9 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
 
     svc = SearchService(settings_for(data_dir))
     filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None)
-    res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=not as_json,
-                            collection=collection)
+    res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=True, collection=collection)
     if as_json:
-        click.echo(res.model_dump_json(indent=2))
+        echo_json(res)
         return
     click.echo(f"{res.total} papers match; showing {len(res.hits)} ({res.took_ms:.1f} ms)")
     rows = [{"rank": offset + i + 1, "pmcid": h.pmcid, "score": f"{h.score:.2f}", "year": h.year or "",
@@ -131,14 +134,14 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
 @data_dir_option
 @click.option("--limit", "-n", type=int, default=10, show_default=True)
 @click.option("--collection", default="default", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the REST response body (POST /v1/passages/search)")
 def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_json: bool) -> None:
     """Search evidence passages (paragraphs with stable ids and offsets)."""
     from search.retrieval.service import SearchService
 
     res = SearchService(settings_for(data_dir)).search_passages(query, limit=limit, collection=collection)
     if as_json:
-        click.echo(res.model_dump_json(indent=2))
+        echo_json(res)
         return
     rows = [{"id": h.passage_id, "section": h.section_type, "score": f"{h.score:.2f}",
              "text": h.snippet.text if h.snippet else h.text[:200]} for h in res.hits]

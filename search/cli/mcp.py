@@ -13,6 +13,8 @@ from search.mcp.server import build_server
 from search.ontology.hidden import spec_from_text
 from search.sessions.models import Session
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+
 
 def bind_session(api: Client, session_id: str | None = None, gene: str | None = None, **create: Any) -> Session:
     """The session the server serves: the one named, or a new one for ``gene`` (``create`` holds its options)."""
@@ -24,8 +26,10 @@ def bind_session(api: Client, session_id: str | None = None, gene: str | None = 
 
 
 @click.command("mcp")
-@click.option("--api", "api_url", envvar="FLYSIFT_API_URL", default="http://127.0.0.1:8000", show_default=True,
-              help="flysift REST API base URL (env FLYSIFT_API_URL)")
+@click.option("--url", "api_url", envvar="FLYSIFT_URL", default=None,
+              help=f"flysift REST API base URL (env FLYSIFT_URL; default {DEFAULT_URL}), as for eval and curate")
+@click.option("--api", "api_alias", envvar="FLYSIFT_API_URL", default=None, hidden=True,
+              help="Deprecated alias of --url (env FLYSIFT_API_URL); removed in the next release")
 @click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None, help="API key (env FLYSIFT_API_KEY)")
 @click.option("--session", "session_id", envvar="FLYSIFT_SESSION_ID", default=None,
               help="Serve this existing session (env FLYSIFT_SESSION_ID)")
@@ -41,10 +45,13 @@ def bind_session(api: Client, session_id: str | None = None, gene: str | None = 
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP transport: bind address")
 @click.option("--port", type=int, default=8765, show_default=True, help="HTTP transport: port (endpoint /mcp)")
-def mcp(api_url: str, api_key: str | None, session_id: str | None, gene: str | None, team: str | None,
-        max_papers: int | None, budget_policy: str | None, synonym_policy: str | None, hidden: str | None,
-        hidden_descendants: bool, label: str | None, transport: str, host: str, port: int) -> None:
+def mcp(api_url: str | None, api_alias: str | None, api_key: str | None, session_id: str | None, gene: str | None,
+        team: str | None, max_papers: int | None, budget_policy: str | None, synonym_policy: str | None,
+        hidden: str | None, hidden_descendants: bool, label: str | None, transport: str, host: str, port: int) -> None:
     """Serve FlyAOC's tools over MCP for one session (stdio by default)."""
+    if api_url is None and api_alias is not None:
+        print("flysift mcp: --api / FLYSIFT_API_URL are deprecated, use --url / FLYSIFT_URL", file=sys.stderr)
+    api_url = api_url or api_alias or DEFAULT_URL
     try:
         hidden_terms = spec_from_text(hidden, hidden_descendants)
     except ValueError as exc:

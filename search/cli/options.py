@@ -20,6 +20,17 @@ def settings_for(data_dir: Path | None, **overrides: Any) -> Settings:
     return load_settings(**overrides)
 
 
+def echo_json(value: Any) -> None:
+    """Print ``value`` as the REST API answers it (aliases, every field), indented for a person."""
+    from pydantic import BaseModel
+    from pydantic_core import to_json
+
+    if isinstance(value, BaseModel):
+        click.echo(value.model_dump_json(by_alias=True, indent=2))
+    else:
+        click.echo(to_json(value, by_alias=True, indent=2).decode())
+
+
 def print_table(rows: list[dict], columns: list[tuple[str, str, int]]) -> None:
     """``rows`` as a table of ``columns`` (title, key, max width); rich is imported only when a table is printed."""
     from rich.console import Console

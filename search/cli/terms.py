@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from search.cli.options import data_dir_option, print_table, settings_for
+from search.cli.options import data_dir_option, echo_json, print_table, settings_for
 
 
 @click.command("terms")
@@ -17,13 +17,12 @@ from search.cli.options import data_dir_option, print_table, settings_for
 @click.option("--hidden", help="Hidden set name (flyaoc) or comma-separated ids to leave out")
 @click.option("--hidden-descendants", is_flag=True, help="Also hide every descendant of the hidden ids")
 @click.option("--resolve", is_flag=True, help="Rank terms for a description (the resolver) instead of searching")
-@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON response")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the REST response body (GET /v1/terms/search, or /v1/terms/resolve with --resolve)")
 @data_dir_option
 def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str | None, hidden_descendants: bool,
           resolve: bool, as_json: bool, data_dir: Path | None) -> None:
     """Search ontology terms by name, synonym, definition or id."""
-    import json
-
     from search.engines import open_engine
     from search.ontology.service import TermService
 
@@ -33,17 +32,17 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
         found = svc.resolve_description(query, ontology, aspect=aspect, limit=limit, hidden=hidden,
                                         hidden_descendants=hidden_descendants)
         if as_json:
-            click.echo(json.dumps([r.model_dump() for r in found], indent=2))
+            echo_json(found)
             return
         print_table([r.model_dump() for r in found],
                     [("id", "id", 14), ("name", "name", 50), ("matched label", "matched", 50), ("score", "score", 7)])
         return
     res = svc.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden, hidden_descendants=hidden_descendants)
     if as_json:
-        click.echo(res.model_dump_json(indent=2))
+        echo_json(res)
         return
     rows = [{**h.model_dump(), "score": f"{h.score:.2f}", "matched_synonym": h.matched_synonym or "",
              "aspect": h.aspect or "", "obsolete": "obsolete" if h.obsolete else ""} for h in res.hits]
-    print_table(rows, [("id", "id", 14), ("asp", "aspect", 3), ("name", "name", 45),
+    print_table(rows, [("id", "id", 14), ("aspect", "aspect", 6), ("name", "name", 45),
                        ("matched synonym", "matched_synonym", 30), ("score", "score", 7),
-                       ("definition", "definition", 60), ("", "obsolete", 8)])
+                       ("definition", "definition", 60), ("status", "obsolete", 8)])

@@ -309,9 +309,9 @@ class TermService:
     def _check_query(query: str) -> str:
         query = (query or "").strip()
         if not query:
-            raise InvalidRequest("q: empty query", details={"field": "q"})
+            raise InvalidRequest("query: empty query", details={"field": "query"})
         if len(query) > MAX_QUERY_CHARS:
-            raise InvalidRequest(f"q: query longer than {MAX_QUERY_CHARS} characters", details={"field": "q"})
+            raise InvalidRequest(f"query: longer than {MAX_QUERY_CHARS} characters", details={"field": "query"})
         return query
 
     @staticmethod
