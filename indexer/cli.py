@@ -82,6 +82,27 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
         click.echo(summary_line(summary))
 
 
+def _index_ontology_sample(settings) -> None:
+    """Index the shipped GO/FBbt/FBdv sample (indexer.ontology_sample) so term search and id checks work after demo;
+    an ontology already indexed (a full file, or the sample by an earlier demo) is left as it is."""
+    from indexer.ontology_sample import sample_files
+    from search.engines import open_engine
+    from search.ontology.model import Ontology
+    from search.ontology.service import TermService
+
+    service = TermService(settings.data_dir, engine=open_engine(settings))
+    done, indexed = [], set(service.names())
+    for name, path in sample_files().items():
+        if name in indexed:
+            click.echo(f"{name}: already indexed, left as it is", err=True)
+            continue
+        n = service.index_ontology(Ontology.load(path, name))
+        done.append(f"{name} {n}")
+    if done:
+        click.echo(f"indexed the ontology sample ({', '.join(done)} terms; index full files with "
+                   "`flysift index ontology`)", err=True)
+
+
 @click.command()
 @data_dir_option
 @click.option("--papers", type=int, default=300, show_default=True, help="Size of the generated sample corpus")
@@ -104,6 +125,7 @@ def demo(data_dir: Path | None, papers: int, queries: tuple[str, ...], serve: bo
     summary = index_corpus([sample_dir / "corpus.jsonl"], settings)
     click.echo(f"indexed {summary.indexed} papers, {summary.passages} passages in {summary.seconds:.1f} s "
                f"into {settings.data_dir}", err=True)
+    _index_ontology_sample(settings)
     svc = SearchService(settings)
     for q in queries or ("Su(H)", "Dl", "dl", "abd-A expression"):
         res = svc.search_papers(q, limit=3)
