@@ -84,3 +84,26 @@ def test_demo_indexes_the_ontology_sample(tmp_path: Path) -> None:
     for name, query in (("fbbt", "wing disc"), ("fbdv", "embryonic stage")):
         res = CliRunner().invoke(main, ["terms", query, "--ontology", name, "--data-dir", str(data)])
         assert res.exit_code == 0, (name, res.output)
+
+
+def test_serve_prints_url_engine_corpus_and_docs_and_takes_access_log(tmp_path: Path, monkeypatch) -> None:
+    """Issue #14 item 4 (serve): the URL, the engine, the corpus size and where the docs are; --access-log."""
+    import uvicorn
+
+    from search.cli.main import main
+
+    from helpers import PAPERS, build_index
+
+    calls: list[dict] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
+    empty = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "none"), "--port", "8765",
+                                      "--workers", "1"])
+    assert empty.exit_code == 0, empty.output
+    assert "no corpus indexed yet" in empty.output and calls[-1]["access_log"] is False
+    build_index(tmp_path / "data")
+    res = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "data"), "--port", "8765", "--workers", "1",
+                                    "--access-log"])
+    assert res.exit_code == 0, res.output
+    assert "http://127.0.0.1:8765" in res.output and "engine: embedded" in res.output
+    assert f"{len(PAPERS)} papers" in res.output and "http://127.0.0.1:8765/docs" in res.output
+    assert calls[-1]["access_log"] is True and calls[-1]["log_level"] == "info" and calls[-1]["port"] == 8765

@@ -74,7 +74,8 @@ def main(debug: bool) -> None:
 @click.option("--port", type=int, default=None, help="Port (default 8000)")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: one per core)")
-def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int | None) -> None:
+@click.option("--access-log", is_flag=True, help="Log every request (method, path, status) to stderr")
+def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int | None, access_log: bool) -> None:
     """Serve the REST API (OpenAPI at /openapi.json).
 
     Workers share the index, the session store (budgets, traces, keys: exact across workers) and the cursor secret
@@ -86,8 +87,32 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
 
     settings = settings_for(data_dir)
     os.environ["FLYSIFT_DATA_DIR"] = str(settings.data_dir)
-    uvicorn.run("search.api.app:create_app", factory=True, host=host or settings.host, port=port or settings.port,
-                workers=workers or default_workers(), log_level="warning")
+    host, port, workers = host or settings.host, port or settings.port, workers or default_workers()
+    click.echo(serve_banner(settings, host, port, workers, access_log), err=True)
+    uvicorn.run("search.api.app:create_app", factory=True, host=host, port=port, workers=workers,
+                log_level="info" if access_log else "warning", access_log=access_log)
+
+
+def serve_banner(settings, host: str, port: int, workers: int, access_log: bool) -> str:
+    """What ``serve`` prints before it starts: the URL, the engine, the corpus, the ontologies and the docs."""
+    from search.ontology.service import TermService
+    from search.retrieval.service import SearchService
+
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}"
+    try:
+        st = SearchService(settings).engine().stats()
+        corpus = (f"{st.papers:,} papers, {st.passages:,} passages" if st.papers else
+                  "no corpus indexed yet: run `flysift demo` or `flysift index corpus`")
+    except FlysiftError as exc:
+        corpus = f"no corpus indexed yet ({exc.code}): run `flysift demo` or `flysift index corpus`"
+    onts = ", ".join(TermService(settings.data_dir).names()) or "none (`flysift index ontology`)"
+    return "\n".join([
+        f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
+        f"  engine: {settings.engine_kind}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
+        f"  docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
+        f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
+    ])
 
 
 def default_workers() -> int:
