@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -104,19 +106,53 @@ def flyaoc_cmd(ground_truth: Path, predictions: Path, go_obo: Path, fbbt_obo: Pa
 @click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None)
 @click.option("--no-index", is_flag=True, help="Reuse the collection already published in the service")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Report directory")
+@click.option("--json", "as_json", is_flag=True, help="Stages and progress as JSON lines on stderr")
 def ir_cmd(collection_dir: Path, modes: tuple[str, ...], baselines: tuple[Path, ...], url: str, api_key: str | None,
-           no_index: bool, out: Path) -> None:
+           no_index: bool, out: Path, as_json: bool) -> None:
     """Index a BEIR collection through the service, run its queries, score with ranx; writes metrics.json,
-    per_query.json, TREC run files, report.md and per_query_delta.png."""
+    per_query.json, TREC run files, report.md and per_query_delta.png. Each stage prints a line; on a terminal a
+    bar counts the queries."""
     from eval.ir import evaluate_collection
+    from search.cli.progress import Progress
     from search.client import Client
 
-    with Client(url, api_key=api_key) as client:
-        result = evaluate_collection(client, collection_dir, modes, out_dir=out,
-                                     baselines={p.stem: p for p in baselines}, reindex=not no_index,
-                                     log=lambda m: click.echo(m, err=True))
+    with Progress("queries", json_lines=as_json) as progress, Client(url, api_key=api_key) as client:
+        counted = _CountingClient(client, progress)
+
+        def log(message: str) -> None:
+            counted.stage(message)
+
+        result = evaluate_collection(counted, collection_dir, modes, out_dir=out,
+                                     baselines={p.stem: p for p in baselines}, reindex=not no_index, log=log)
+        progress.stage(f"writing the report to {out}", always=True, out=str(out))
     write_ir_report(result, out)
     click.echo(json.dumps({name: run for name, run in result["runs"].items()}, indent=1))
+
+
+class _CountingClient:
+    """The client, counting paper searches into ``progress`` (the queries of a run; the count restarts at each
+    stage, whose line eval.ir logs)."""
+
+    def __init__(self, client: Any, progress: Any):
+        self._client, self._progress, self._done = client, progress, 0
+        self._total: int | None = None
+
+    def stage(self, message: str) -> None:
+        self._progress.close()   # the finished stage's bar
+        self._done = 0
+        found = re.match(r"querying (\d+) topics", message)
+        self._total = int(found.group(1)) if found else None
+        self._progress.stage(message, always=True)
+
+    def search_papers(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._client.search_papers(*args, **kwargs)
+        finally:
+            self._done += 1
+            self._progress.update(self._done, self._total)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 @click.command("coverage")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ from indexer.dense_cli import dense
 from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, index_corpus, summary_line
 from search.cli.main import data_dir_option, settings_for
+from search.cli.progress import Progress
 
 
 @click.group()
@@ -37,7 +37,8 @@ index.add_command(dense)
 @click.option("--allow-shrink", is_flag=True,
               help="Publish even when the new build holds less than min_publish_share (default 50%) of the live "
                    "build's papers (an empty build is never published)")
-@click.option("--json", "as_json", is_flag=True, help="End with a one-line JSON summary on stdout")
+@click.option("--json", "as_json", is_flag=True,
+              help="Progress as JSON lines on stderr; end with a one-line JSON summary on stdout")
 def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: Path | None, collection: str,
            strict: bool, no_resume: bool, commit_every: int, allow_shrink: bool, as_json: bool) -> None:
     """Index papers from FlyAOC exports (JSONL/JSON/Parquet/HF dataset dir), PMC JATS XML or BioC XML/JSON.
@@ -45,29 +46,18 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
     Nothing is published (exit status 2, the live build keeps serving) when the inputs hold no record, every
     record is rejected, or the build is much smaller than the live one; disk full or a read-only data dir end the
     run with one line naming the path and the fix."""
-    from tqdm import tqdm
-
     settings = settings_for(data_dir)
-    bar = tqdm(unit=" records", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
     warnings: list[str] = []
 
-    def progress(done: int, total: int | None) -> None:
-        if total and bar.total != total:
-            bar.total = total
-        bar.n = done
-        bar.refresh() if done % 200 == 0 else None
+    with Progress("records", json_lines=as_json) as progress:
+        def warn(msg: str) -> None:
+            warnings.append(msg)
+            if len(warnings) <= 20:
+                progress.write(f"warning: {msg}", always=True)
 
-    def warn(msg: str) -> None:
-        warnings.append(msg)
-        if len(warnings) <= 20:
-            tqdm.write(f"warning: {msg}", file=sys.stderr)
-
-    try:
         summary = index_corpus(list(sources), settings, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
-                               collection=collection, commit_every=commit_every, progress=progress, warn=warn,
+                               collection=collection, commit_every=commit_every, progress=progress.update, warn=warn,
                                allow_shrink=allow_shrink)
-    finally:
-        bar.close()
     if len(warnings) > 20:
         click.echo(f"… and {len(warnings) - 20} more warnings", err=True)
     if summary.resumed_from:

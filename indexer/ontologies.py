@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -10,6 +11,7 @@ from pathlib import Path
 import click
 
 from search.cli.main import data_dir_option, settings_for
+from search.cli.progress import Progress
 from search.core.names import ONTOLOGY_PATTERN, is_valid
 
 
@@ -31,12 +33,12 @@ def name_mismatch(name: str, ids: Sequence[str]) -> str | None:
     if expected is not None:
         if prefixes.get(expected.prefix, 0) * 2 >= len(ids):
             return None
-        hint = f"; did you mean --name {top_known}?" if top_known else ""
+        hint = f" (did you mean --name {top_known}?)" if top_known else ""
         return (f"--name {name} expects ids like {expected.example}, but {share:.0%} of the file's "
                 f"{len(ids)} ids start with {top}:{hint}")
     if top_known and share > 0.5:
-        return (f"--name {name}: {share:.0%} of the file's {len(ids)} ids are {top}: ids; "
-                f"did you mean --name {top_known}?")
+        return (f"--name {name}: {share:.0%} of the file's {len(ids)} ids are {top}: ids "
+                f"(did you mean --name {top_known}?)")
     return None
 
 
@@ -54,22 +56,34 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option("--no-cache", is_flag=True, help="Parse the OBO file even if the ontology cache has it")
 @click.option("--allow-name-mismatch", is_flag=True,
               help="Index under --name even when the file's ids belong to another known ontology")
-def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow_name_mismatch: bool) -> None:
-    """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy."""
+@click.option("--json", "as_json", is_flag=True,
+              help="Stages as JSON lines on stderr; end with a one-line JSON summary on stdout")
+def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow_name_mismatch: bool,
+             as_json: bool) -> None:
+    """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy. On a terminal each stage
+    prints a line as it starts (GO takes about a minute)."""
     from search.engines import open_engine
     from search.ontology.model import Ontology
     from search.ontology.service import TermService
 
     settings = settings_for(data_dir)
+    progress = Progress("terms", json_lines=as_json)
     t0 = time.perf_counter()
+    progress.stage(f"{name}: reading {file}", ontology=name, file=str(file))
     ont = Ontology.load(file, name, use_cache=not no_cache)
     loaded = time.perf_counter() - t0
     mismatch = name_mismatch(name, ont.ids)
     if mismatch and not allow_name_mismatch:
         raise click.UsageError(f"{mismatch}; nothing was indexed (--allow-name-mismatch indexes it anyway)")
     stats = ont.stats()
+    progress.stage(f"{name}: indexing {stats['terms']} terms (search index, hierarchy, re-ranker model)",
+                   ontology=name, terms=stats["terms"])
     n = TermService(settings.data_dir, engine=open_engine(settings)).index_ontology(ont)
+    indexed = time.perf_counter() - t0 - loaded
     click.echo(f"{name}: {stats['terms']} terms ({stats['obsolete']} obsolete, {stats['alt_ids']} alt ids, "
                f"{stats['synonyms']} synonyms) from {file} [{stats['data_version'] or 'no data-version'}]; "
-               f"loaded in {loaded:.1f} s, indexed {n} in {time.perf_counter() - t0 - loaded:.1f} s "
-               f"into {settings.data_dir}", err=True)
+               f"loaded in {loaded:.1f} s, indexed {n} in {indexed:.1f} s into {settings.data_dir}", err=True)
+    if as_json:
+        click.echo(json.dumps({"ontology": name, "file": str(file), "terms": stats["terms"], "indexed": n,
+                               "obsolete": stats["obsolete"], "data_version": stats["data_version"],
+                               "load_s": round(loaded, 3), "index_s": round(indexed, 3)}))
