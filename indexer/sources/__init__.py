@@ -9,20 +9,20 @@ normalisation) and ``dispatch.py`` the format detection and dispatch. This modul
 """
 
 from indexer.sources.base import (
-                                  HF_METADATA,
-                                  IdMap,
-                                  SourceItem,
-                                  clean_text,
-                                  data_suffix,
-                                  is_hf_dataset_dir,
-                                  join_paragraphs,
-                                  normalize_pmcid,
-                                  normalize_pmid,
-                                  normalize_year,
-                                  open_binary,
-                                  paper_item,
-                                  reject_item,
-                                  split_blank_lines,
+    HF_METADATA,
+    IdMap,
+    SourceItem,
+    clean_text,
+    data_suffix,
+    is_hf_dataset_dir,
+    join_paragraphs,
+    normalize_pmcid,
+    normalize_pmid,
+    normalize_year,
+    open_binary,
+    paper_item,
+    reject_item,
+    split_blank_lines,
 )
 from indexer.sources.dispatch import FORMATS, count_records, detect_format, iter_records
 
