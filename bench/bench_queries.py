@@ -56,8 +56,8 @@ QUESTIONS = (
 
 def bm25s_run(coll: Collection, depth: int = 100, k1: float = REF_K1, b: float = REF_B) -> dict[str, dict[str, float]]:
     """Plain stemmed BM25 with a stop list (bm25s, Lucene variant) over title + text; positive scores only."""
-    import bm25s  # type: ignore[import-untyped]
-    import Stemmer  # type: ignore[import-not-found]
+    import bm25s
+    import Stemmer
 
     stemmer = Stemmer.Stemmer("english")
     ids = [d["_id"] for d in coll.docs]
