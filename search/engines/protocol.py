@@ -9,7 +9,7 @@ searched by ``search_terms`` as ``search.text.term_search`` defines it, identica
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from search.core.models import (
@@ -35,7 +35,12 @@ class Build(Protocol):
     #: the caller records them as rejects and clears the list. Always empty where the engine refuses nothing.
     failures: list[Reject]
 
-    def add(self, paper: Paper, passages: list[Passage]) -> None: ...
+    def add(self, paper: Paper, passages: list[Passage]) -> None:
+        """Same as ``add_prepared(preparer(paper, passages))``, all in the calling process."""
+
+    def add_prepared(self, prepared: Any) -> None:
+        """Add one paper prepared by the engine's ``preparer`` (possibly in another process)."""
+
     def commit(self, state: dict[str, Any]) -> None: ...
     def count(self) -> int: ...
 
@@ -63,6 +68,12 @@ class Engine(TermEngine, Protocol):
     name: str
 
     def open_build(self, fingerprint: str, resume: bool = True) -> Build: ...
+
+    def preparer(self) -> Callable[[Paper, list[Passage]], Any]:
+        """A picklable module-level function doing the per-paper work that needs no writer (analysis,
+        serialisation, compression). The indexer runs it in worker processes and hands its picklable result to
+        ``Build.add_prepared``, so that work uses every core while one process writes."""
+
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                       snippets: bool = True) -> PaperSearchResults: ...

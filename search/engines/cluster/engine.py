@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -59,6 +59,11 @@ from search.engines.guards import BuildRefused, publish_refusal
 from search.text.term_search import term_hit
 
 EXPORT_BATCH = 1000
+
+
+def _prepare(paper: Paper, passages: list[Passage]) -> tuple[Paper, list[Passage]]:
+    """The per-paper work done before the writer (see ``Engine.preparer``)."""
+    return paper, passages
 
 
 def _version() -> str:
@@ -99,6 +104,9 @@ class ClusterBuild:
             "collection": self._e.collection, "fingerprint": self.fingerprint, "status": status,
             "created": self._created, "updated": time.time(), "state": self.state}, params={"refresh": "true"},
             what="saving build state")
+
+    def add_prepared(self, prepared: tuple[Paper, list[Passage]]) -> None:
+        self.add(*prepared)
 
     def add(self, paper: Paper, passages: list[Passage]) -> None:
         if paper.pmcid in self._added:  # a duplicate in the input: its older passages must not survive
@@ -303,6 +311,9 @@ class ClusterEngine:
         return targets[0]
 
     # ---- write side -----------------------------------------------------------------------------------------------
+    def preparer(self) -> Callable[[Paper, list[Passage]], tuple[Paper, list[Passage]]]:
+        return _prepare
+
     def open_build(self, fingerprint: str, resume: bool = True) -> ClusterBuild:
         return ClusterBuild(self, fingerprint, resume)
 

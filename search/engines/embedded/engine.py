@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,11 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def _prepare(paper: Paper, passages: list[Passage]) -> tuple[Paper, list[Passage]]:
+    """The per-paper work done before the writer (see ``Engine.preparer``)."""
+    return paper, passages
 
 
 class PaperHead(BaseModel):
@@ -262,6 +267,9 @@ class EmbeddedBuild:
         always there inside a ``_guarded`` method."""
         assert self._pw is not None and self._sw is not None and self._db is not None
         return self._pw, self._sw, self._db
+
+    def add_prepared(self, prepared: tuple[Paper, list[Passage]]) -> None:
+        self.add(*prepared)
 
     @_guarded
     def add(self, paper: Paper, passages: list[Passage]) -> None:
@@ -409,6 +417,9 @@ class EmbeddedEngine:
         self._terms: TermIndex | None = None
 
     # ---- write side -------------------------------------------------------------------------------------------
+    def preparer(self) -> Callable[[Paper, list[Passage]], tuple[Paper, list[Passage]]]:
+        return _prepare
+
     def open_build(self, fingerprint: str, resume: bool = True) -> EmbeddedBuild:
         return EmbeddedBuild(self.dir, fingerprint, resume, self.min_publish_share)
 
