@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     cluster_shards: int = 1
     cluster_replicas: int = 0
     cluster_keep_versions: int = 2
+    cluster_bulk_concurrency: int | None = Field(None, ge=1, le=32, description="_bulk requests in flight while "
+                                                 "indexing; default 2 per data node, at least 2")
 
     # request limits
     max_query_chars: int = 1000

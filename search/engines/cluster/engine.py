@@ -21,6 +21,8 @@ The concepts live in their own modules: ``transport`` (the client of each flavou
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -42,7 +44,7 @@ from search.core.models import (
 )
 from search.core.query import FIELD_BOOSTS, EngineQuery
 from search.engines.cluster import terms as term_index
-from search.engines.cluster.bulk import Bulk
+from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
     PAPER_MAPPING,
@@ -54,16 +56,25 @@ from search.engines.cluster.mappings import (
     term_mapping,
 )
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
-from search.engines.cluster.transport import RETRYABLE, ClusterRequestError, Transport
+from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
 from search.engines.guards import BuildRefused, publish_refusal
 from search.text.term_search import term_hit
 
 EXPORT_BATCH = 1000
+#: ``_bulk`` requests in flight per data node when FLYSIFT_CLUSTER_BULK_CONCURRENCY is not set (and never fewer than
+#: ``MIN_BULK_CONCURRENCY``): each node then has one request to index while the next one travels
+BULK_PER_DATA_NODE = 2
+MIN_BULK_CONCURRENCY = 2
+
+log = logging.getLogger(__name__)
 
 
-def _prepare(paper: Paper, passages: list[Passage]) -> tuple[Paper, list[Passage]]:
-    """The per-paper work done before the writer (see ``Engine.preparer``)."""
-    return paper, passages
+def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
+    """A paper group's bulk NDJSON without the build's index names (``Engine.preparer``: runs in indexer workers)."""
+    doc = json.dumps(paper_doc(paper), ensure_ascii=False).encode()
+    docs = [("papers", paper.pmcid, source_tail(paper.pmcid, doc))]
+    docs += [("passages", p.id, source_tail(p.id, p.model_dump_json(exclude_none=True).encode())) for p in passages]
+    return Prepared(paper.pmcid, docs)
 
 
 def _version() -> str:
@@ -94,7 +105,9 @@ class ClusterBuild:
         engine._request("PUT", f"/{self.papers_index},{self.passages_index}/_settings",
                         {"index": {"refresh_interval": "-1", "number_of_replicas": 0}}, what="disabling refresh")
         self._save("building")
-        self._bulk = Bulk(engine.t, engine.chunk_bytes, engine.max_retries, engine.backoff_s)
+        self._bulk = Bulk(engine.t, engine.chunk_bytes, engine.max_retries, engine.backoff_s,
+                          concurrency=engine.bulk_concurrency())
+        self._indices = {"papers": self.papers_index, "passages": self.passages_index}
         self.failures = self._bulk.failures
         self._added: set[str] = set()
         self._published = False
@@ -105,23 +118,25 @@ class ClusterBuild:
             "created": self._created, "updated": time.time(), "state": self.state}, params={"refresh": "true"},
             what="saving build state")
 
-    def add_prepared(self, prepared: tuple[Paper, list[Passage]]) -> None:
-        self.add(*prepared)
-
     def add(self, paper: Paper, passages: list[Passage]) -> None:
-        if paper.pmcid in self._added:  # a duplicate in the input: its older passages must not survive
+        self.add_prepared(_prepare(paper, passages))
+
+    def add_prepared(self, prepared: Prepared) -> None:
+        """Buffer a prepared paper group; a duplicate of an added paper first waits for every request in flight, so
+        its older passages are deleted after they are written, never before (the last one wins)."""
+        pmcid = prepared.key
+        if pmcid in self._added:
             self._bulk.flush()
             self._e._request("POST", f"/{self.passages_index}/_refresh", what="refresh before delete")
             self._e._request("POST", f"/{self.passages_index}/_delete_by_query",
-                             {"query": {"term": {"pmcid": paper.pmcid}}}, params={"refresh": "true"},
+                             {"query": {"term": {"pmcid": pmcid}}}, params={"refresh": "true"},
                              what="replacing a duplicate paper")
-        self._added.add(paper.pmcid)
-        docs = [(self.papers_index, paper.pmcid, paper_doc(paper))]
-        docs += [(self.passages_index, p.id, p.model_dump(exclude_none=True)) for p in passages]
-        self._bulk.add_group(paper.pmcid, docs)
+        self._added.add(pmcid)
+        self._bulk.add(prepared, self._indices)
 
     def commit(self, state: dict[str, Any]) -> None:
-        """Send what is buffered (the cluster acknowledges durable writes), then save the caller's resume state."""
+        """Send what is buffered and wait for every request in flight (the cluster acknowledges durable writes; a
+        failed one raises here), then save the caller's resume state."""
         self._bulk.flush()
         self.state = state
         self._save("building")
@@ -141,6 +156,7 @@ class ClusterBuild:
             raise BuildRefused(f"Build {self.id} of collection {e.collection!r} was not published: {refusal}.",
                                details={"build": self.id, "indexed": indexed, "live": live,
                                         "min_share": e.min_publish_share})
+        self._bulk.close()
         both = f"{self.papers_index},{self.passages_index}"
         e._request("PUT", f"/{both}/_settings", {"index": {"refresh_interval": None,
                                                            "number_of_replicas": e.replicas}}, what="restoring refresh")
@@ -157,9 +173,10 @@ class ClusterBuild:
         e._drop_old_versions()
 
     def abort(self, *, discard: bool = False) -> None:
-        """Stop writing: buffered documents are dropped (they come again after the last commit on resume); with
-        ``discard`` the build's indices are deleted too, so a failed build holds no disk on the cluster."""
-        self._bulk.discard()
+        """Stop writing: buffered documents are dropped and requests in flight stopped (they come again after the
+        last commit on resume); with ``discard`` the build's indices are deleted too, so a failed build holds no disk
+        on the cluster."""
+        self._bulk.close()
         if discard and not self._published:
             self._e._drop(self.id)
 
@@ -176,7 +193,7 @@ class ClusterEngine:
     name = "cluster"
 
     def __init__(self, settings: Settings, collection: str = "default", *, chunk_bytes: int = 5_000_000,
-                 max_retries: int = 6, backoff_s: float = 0.5):
+                 max_retries: int = 6, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
         self.t = Transport(settings)
         self.collection = collection
         self.prefix = settings.cluster_index_prefix
@@ -186,6 +203,7 @@ class ClusterEngine:
         self.keep = settings.cluster_keep_versions
         self.min_publish_share = settings.min_publish_share
         self.chunk_bytes, self.max_retries, self.backoff_s = chunk_bytes, max_retries, backoff_s
+        self._bulk_concurrency = bulk_concurrency or settings.cluster_bulk_concurrency
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
@@ -311,8 +329,28 @@ class ClusterEngine:
         return targets[0]
 
     # ---- write side -----------------------------------------------------------------------------------------------
-    def preparer(self) -> Callable[[Paper, list[Passage]], tuple[Paper, list[Passage]]]:
+    def preparer(self) -> Callable[[Paper, list[Passage]], Prepared]:
         return _prepare
+
+    def bulk_concurrency(self) -> int:
+        """``_bulk`` requests a build keeps in flight: the setting, else ``BULK_PER_DATA_NODE`` per data node."""
+        if self._bulk_concurrency is None:
+            self._bulk_concurrency = min(max(MIN_BULK_CONCURRENCY, BULK_PER_DATA_NODE * self._data_nodes()),
+                                         POOL_SIZE)
+        return self._bulk_concurrency
+
+    def _data_nodes(self) -> int:
+        """Nodes holding data (Elasticsearch's data tiers count); 1 where the credentials may not list nodes."""
+        try:
+            nodes = self.t.request("GET", "/_nodes", params={"filter_path": "nodes.*.roles"},
+                                   what="counting data nodes").get("nodes", {})
+        except ClusterRequestError as e:
+            if e.http_status not in (401, 403):
+                raise
+            log.info("cannot list the cluster's nodes (%s); assuming one data node", e.http_status)
+            return 1
+        return max(1, sum(any(r == "data" or r.startswith("data_") for r in n.get("roles", []))
+                          for n in nodes.values()))
 
     def open_build(self, fingerprint: str, resume: bool = True) -> ClusterBuild:
         return ClusterBuild(self, fingerprint, resume)
