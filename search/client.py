@@ -28,6 +28,8 @@ from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, 
 DEFAULT_TIMEOUT = 30.0
 DENSE_BUILD_TIMEOUT = 1800.0
 SESSION_HEADER = "X-Session-Id"
+#: terms per page of the label export (the service accepts up to 10,000)
+LABEL_PAGE_SIZE = 5000
 
 
 # ---- errors ---------------------------------------------------------------------------------------------------------
@@ -355,6 +357,15 @@ class _Endpoints:
                                    params=_params(text=text, ontology=ontology, aspect=aspect, limit=limit,
                                                   hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
+    def term_labels(self, ontology: str = "go", limit: int | None = None, cursor: str | None = None,
+                    hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
+        """One page of every live term's labels (``search.ontology.service.TermLabelPage``); follow ``next_cursor``,
+        or use ``iter_term_labels``."""
+        return self._send(_Request("GET", f"/v1/terms/{ontology}/labels",
+                                   lambda b: _terms_models().TermLabelPage.model_validate(b),
+                                   params=_params(limit=limit, cursor=cursor, hidden=_hidden(hidden),
+                                                  hidden_descendants=hidden_descendants)))
+
     def flyaoc_search_terms(self, ontology: Literal["go", "fbbt", "fbdv"], query: str, aspect: str | None = None,
                             limit: int = 10, hidden: str | Iterable[str] | None = None,
                             hidden_descendants: bool | None = None) -> list[dict[str, Any]]:
@@ -428,6 +439,19 @@ class Client(_Endpoints):
                 return
             cursor = page.next_cursor
 
+    def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
+                         hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                         ) -> Iterator[Any]:
+        """Every page of the term label export, following ``next_cursor`` (all pages share one ``version``; a
+        re-index in between is an ``InvalidRequestError`` with code ``cursor_stale``: start again)."""
+        cursor = None
+        while True:
+            page = self.term_labels(ontology, page_size, cursor, hidden, hidden_descendants)
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
     def close(self) -> None:
         self._http.close()
 
@@ -465,6 +489,18 @@ class AsyncClient(_Endpoints):
         cursor = None
         while True:
             page = await awaited(self.get_paper(pmcid, sections, max_chars, cursor, collection))
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
+                               hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                               ) -> AsyncIterator[Any]:
+        """Every page of the term label export, following ``next_cursor``."""
+        cursor = None
+        while True:
+            page = await awaited(self.term_labels(ontology, page_size, cursor, hidden, hidden_descendants))
             yield page
             if not page.next_cursor:
                 return

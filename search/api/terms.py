@@ -1,4 +1,5 @@
-"""Ontology term endpoints: search, lookup, hierarchy, the resolver, and FlyAOC's term tools (spec §2.3, §2.4).
+"""Ontology term endpoints: search, lookup, hierarchy, the resolver, a bulk label export, and FlyAOC's term tools
+(spec §2.3, §2.4).
 
 Inside a session (``X-Session-Id``) the session's hidden terms apply to every call and the call is traced; a request
 may add more with ``hidden=flyaoc`` or comma-separated ids and ``hidden_descendants``, never un-hide. The service is
@@ -7,15 +8,29 @@ may add more with ``hidden=flyaoc`` or comma-separated ids and ``hidden_descenda
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import threading
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic_core import to_json
+from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import current_session
-from search.api.respond import answer
+from search.api.respond import answer, json_response
 from search.core.errors import InvalidRequest
 from search.ontology.hidden import HiddenQuery, hidden_query
-from search.ontology.service import ResolvedTerm, TermList, TermLookup, TermSearchResponse, TermService
+from search.ontology.model import Ontology
+from search.ontology.service import (
+    ResolvedTerm,
+    TermLabelPage,
+    TermLabels,
+    TermList,
+    TermLookup,
+    TermSearchResponse,
+    TermService,
+)
 from search.sessions.models import Session
 
 router = APIRouter(prefix="/v1", tags=["terms"], dependencies=[Depends(current_session)])
@@ -133,3 +148,123 @@ async def get_term_children(request: Request, term_id: str, limit: int = Query(2
     ``{term_id, error}`` body in ``details.flyaoc``."""
     return await answer(lambda: _svc(request).flyaoc_children(term_id, limit=limit, relations=relations,
                                                               hidden=h.hidden, hidden_descendants=h.descendants))
+
+
+# ---- bulk label export ----------------------------------------------------------------------------------------------
+#
+# A client that recognises terms in text (the lexical curator) needs every label at once; one lookup per term cost it
+# ~60,000 calls. ``GET /v1/terms/{ontology}/labels`` pages through the live terms in id order. Each ontology as loaded
+# is serialised once per process (one JSON document per term); ``version`` is a digest of exactly what is served
+# (and of the hidden ids), so it changes when the ontology is re-indexed with other content, and it is the ETag.
+
+LABELS_DEFAULT = 2000
+LABELS_MAX = 10_000
+LABELS_CURSOR_MAX_CHARS = 100
+_CURSOR_PREFIX = "l1"
+
+
+class _Labels:
+    """Per ontology object: the live terms' label records as JSON, and their digest."""
+
+    def __init__(self, ont: Ontology):
+        self.ontology = ont
+        self.ids: list[str] = []
+        self.records: list[bytes] = []
+        digest = hashlib.sha256(ont.name.encode())
+        for t in ont.terms():
+            if t.obsolete:
+                continue
+            rec = to_json(TermLabels(id=t.id, name=t.name, aspect=t.aspect, depth=t.depth, synonyms=t.synonyms,
+                                     parents=t.parents))
+            self.ids.append(t.id)
+            self.records.append(rec)
+            digest.update(rec)
+        self.version = digest.hexdigest()[:20]
+
+
+_LABELS: dict[str, _Labels] = {}
+_LABELS_LOCK = threading.Lock()
+
+
+def _labels_of(ont: Ontology) -> _Labels:
+    cached = _LABELS.get(ont.name)
+    if cached is None or cached.ontology is not ont:
+        with _LABELS_LOCK:
+            cached = _LABELS.get(ont.name)
+            if cached is None or cached.ontology is not ont:
+                cached = _LABELS[ont.name] = _Labels(ont)
+    return cached
+
+
+def _labels_cursor(version: str, offset: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}:{version}:{offset}".encode()).decode().rstrip("=")
+
+
+def _labels_offset(cursor: str, version: str, total: int) -> int:
+    """The offset a cursor of this export names: 422 ``invalid_cursor`` for anything this service did not issue,
+    ``cursor_stale`` for one issued before the labels changed (start again without a cursor)."""
+    try:
+        if len(cursor) > LABELS_CURSOR_MAX_CHARS or not cursor.isascii():
+            raise ValueError
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        if _labels_cursor(*_split_cursor(raw)) != cursor:   # only the one canonical spelling
+            raise ValueError
+        cursor_version, offset = _split_cursor(raw)
+        if not 0 < offset < total:
+            raise ValueError
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors too
+        raise InvalidRequest(f"Invalid cursor {cursor[:100]!r}: pass the next_cursor of the previous page unchanged",
+                             code="invalid_cursor", details={"field": "cursor"}) from None
+    if cursor_version != version:
+        raise InvalidRequest("cursor: the labels changed since it was issued (re-indexed ontology or other hidden "
+                             "terms); start again without a cursor", code="cursor_stale",
+                             details={"field": "cursor", "version": version})
+    return offset
+
+
+def _split_cursor(raw: bytes) -> tuple[str, int]:
+    prefix, version, offset = raw.decode("ascii").split(":")
+    if prefix != _CURSOR_PREFIX or not offset.isdigit():
+        raise ValueError
+    return version, int(offset)
+
+
+def label_page(svc: TermService, ontology: str, limit: int, cursor: str | None, h: HiddenQuery
+               ) -> tuple[bytes, str]:
+    """One page of the export (JSON bytes) and its version."""
+    ont = svc.ontology(ontology)
+    labels = _labels_of(ont)
+    hid = svc.hidden(ont.name, h.hidden, h.descendants)
+    version, records = labels.version, labels.records
+    if hid.ids:
+        shown_ids = sorted(hid.ids & set(labels.ids))
+        if shown_ids:
+            version = hashlib.sha256("\x00".join([version, *shown_ids]).encode()).hexdigest()[:20]
+            records = [r for i, r in zip(labels.ids, labels.records, strict=True) if i not in hid.ids]
+    offset = 0 if cursor is None else _labels_offset(cursor, version, len(records))
+    end = min(offset + limit, len(records))
+    nxt = _labels_cursor(version, end) if end < len(records) else None
+    head = to_json({"ontology": ont.name, "version": version, "total": len(records), "offset": offset})
+    body = b"".join((head[:-1], b',"terms":[', b",".join(records[offset:end]), b'],"next_cursor":',
+                     to_json(nxt), b"}"))
+    return body, version
+
+
+@router.get("/terms/{ontology}/labels", response_model=TermLabelPage,
+            responses={200: {"headers": {"ETag": {"description": "The version, quoted", "schema": {"type": "string"}}}},
+                       304: {"description": "If-None-Match names the current version: nothing changed"}})
+async def term_labels(request: Request, ontology: str,
+                      limit: int = Query(LABELS_DEFAULT, ge=1, le=LABELS_MAX, description="Terms per page"),
+                      cursor: str | None = Query(None, max_length=LABELS_CURSOR_MAX_CHARS,
+                                                 description="next_cursor of the previous page"),
+                      if_none_match: str | None = Header(None, max_length=200,
+                                                         description="A version (ETag) the caller holds"),
+                      h: HiddenQuery = Depends(hidden_spec)) -> Response:
+    """Every live term of an ontology with its name, synonyms (with scope), aspect, depth and parents, in pages: one
+    sequence of calls instead of a lookup per term. Hidden terms are left out. The ETag is the version: send it as
+    If-None-Match (on any page) to learn with a 304 that a copy is still current."""
+    body, version = await run_in_threadpool(label_page, _svc(request), ontology, limit, cursor, h)
+    etag = f'"{version}"'
+    if if_none_match is not None and etag in {t.strip() for t in if_none_match.split(",")}:
+        return Response(status_code=304, headers={"ETag": etag})
+    return json_response(body, headers={"ETag": etag})

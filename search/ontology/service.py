@@ -24,7 +24,7 @@ import regex
 from pydantic import BaseModel, Field
 
 from search.core.errors import IndexMissing, InvalidRequest, NotFound
-from search.core.models import Term, TermHit
+from search.core.models import Synonym, Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
 from search.engines import TermEngine, open_local
 from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
@@ -99,6 +99,28 @@ class ResolvedTerm(BaseModel):
     aspect: str | None = None
     matched: str
     score: float
+
+
+class TermLabels(BaseModel):
+    """One live term's labels for the bulk export (``GET /v1/terms/{ontology}/labels``): name, every synonym with its
+    scope, and what ranks or filters it (aspect, depth, direct parents by relation)."""
+
+    id: str
+    name: str
+    aspect: Literal["P", "F", "C"] | None = None
+    depth: int = Field(0, description="Longest is_a path to a root")
+    synonyms: list[Synonym] = Field(default_factory=list)
+    parents: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class TermLabelPage(BaseModel):
+    ontology: str
+    version: str = Field(description="Digest of the served labels (and hidden ids); also the ETag. A cursor is "
+                                     "only valid for the version it was issued with")
+    total: int = Field(description="Live terms visible to the caller")
+    offset: int
+    terms: list[TermLabels]
+    next_cursor: str | None = Field(None, description="Pass unchanged for the next page; null on the last page")
 
 
 def _bool(value: bool | str | None) -> bool:
