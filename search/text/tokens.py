@@ -5,8 +5,9 @@ analysed once (in an indexer worker process) however many fields and indices it 
 concatenation of its body passages' token strings. The tokens are exactly those of ``search.text.analysis.analyze``
 (the query side keeps using that), so ranking does not depend on which backend produced them:
 
-* ``native``: the optional Rust extension ``flysift_native`` (``native/``; a hand-written scanner and the Snowball
-  stemmer tantivy uses), when it is installed;
+* ``native``: the optional Rust extension ``flysift_native`` (``pip install ./native``, needs cargo): hand-written
+  scanners, the Snowball stemmer and the Unicode tables of the tantivy release it names (``TANTIVY_VERSION``); used
+  when it is installed and names the installed tantivy, else a one-line warning and the Python backend;
 * ``python``: tantivy's own word analyzer, and the symbol pattern run by the ``regex`` module (tantivy's regex
   tokenizer runs on a slow regex engine, ~3× slower here).
 
@@ -15,7 +16,9 @@ Tests compare the backends with each other and with ``analysis.analyze`` on the 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
 from search.text import analysis
@@ -36,10 +39,16 @@ def _python_symbol_text(text: str) -> str:
 
 def _load() -> tuple[str, Callable[[str], str], Callable[[str], str]]:
     try:
-        import flysift_native  # type: ignore[import-not-found]
+        import flysift_native  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return "python", _python_word_text, _python_symbol_text
     native: Any = flysift_native
+    mirrors, installed = getattr(native, "TANTIVY_VERSION", None), metadata.version("tantivy")
+    if mirrors != installed or getattr(native, "MAX_TOKEN_BYTES", None) != analysis.MAX_TOKEN_CHARS:
+        # another stemmer or token limit would index other tokens than the query side analyses
+        warnings.warn(f"flysift_native mirrors tantivy {mirrors} but tantivy {installed} is installed: using the "
+                      "Python backend (rebuild it: pip install ./native)", RuntimeWarning, stacklevel=1)
+        return "python", _python_word_text, _python_symbol_text
     return "native", native.word_text, native.symbol_text
 
 
