@@ -13,12 +13,11 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from curation.agent import GeneResult, GeneTask, empty_usage, register
-from search.client import BudgetExhausted, Client, ClientError, NotFoundError
+from search.client import LABEL_PAGE_SIZE, BudgetExhausted, Client, ClientError, NotFoundError
 from search.core.models import PaperText
 
 # ---- text units ------------------------------------------------------------------------------------------------------
@@ -35,7 +34,6 @@ SECTION_WEIGHT = {"TITLE": 1.0, "ABSTRACT": 1.0, "RESULTS": 1.0, "FIG": 0.9, "TA
 OTHER_SECTION_WEIGHT = 0.3
 #: the distance (characters) at which a term mention counts half as much as one right next to the gene
 HALF_DISTANCE = 60.0
-PROBES = ("process", "activity", "component", "cell", "structure", "part", "stage", "organ", "region", "entity")
 GO_QUALIFIER = {"P": "involved_in", "F": "enables", "C": "located_in"}
 
 
@@ -111,35 +109,37 @@ class TermDictionary:
         self.max_len = max(self.max_len, len(toks))
 
     @classmethod
-    def from_service(cls, client: Client, ontologies: Iterable[str] | None = None, workers: int = 8) -> TermDictionary:
-        """Every live term of ``ontologies`` (default: all the service indexes): the roots are found from the
-        ancestors of a few probe searches, the terms as their descendants, and each term is then looked up by id
-        (name, exact synonyms, depth, obsolete) - there is no bulk endpoint, so this is one lookup per term."""
+    def from_service(cls, client: Client, ontologies: Iterable[str] | None = None,
+                     page_size: int = LABEL_PAGE_SIZE) -> TermDictionary:
+        """Every live term of ``ontologies`` (default: all the service indexes) from the bulk label export
+        (``GET /v1/terms/{ontology}/labels``): a few pages per ontology instead of a lookup per term."""
         names = list(ontologies) if ontologies is not None else sorted(client.stats().terms)
-        ids: set[str] = set()
+        out = cls(terms={})
         for ont in names:
-            for root in _roots(client, ont):
-                ids.add(root)
-                ids.update(t.id for t in client.related_terms(root, "descendants", relations="all",
-                                                              limit=100_000).terms if not t.obsolete)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            looked = list(pool.map(lambda i: _lookup(client, i), sorted(ids)))
-        return cls.build(lk.term for lk in looked if lk is not None)
+            for page in client.iter_term_labels(ont, page_size=page_size):
+                out.extend(ont, page.terms)
+        return out
 
     @classmethod
     def build(cls, terms: Iterable[Any]) -> TermDictionary:
-        """From term records (``search.core.models.Term``): names and synonyms of every scope but BROAD (a broader
-        label names another concept); obsolete terms left out."""
+        """From term records (``search.core.models.Term``); obsolete terms left out."""
         out = cls(terms={})
         for t in terms:
-            if t.obsolete or t.id in out.terms:
+            if not t.obsolete:
+                out.extend(t.ontology, [t])
+        return out
+
+    def extend(self, ontology: str, records: Iterable[Any]) -> None:
+        """Add live term records (``TermLabels`` or ``Term``) of ``ontology``: names and synonyms of every scope but
+        BROAD (a broader label names another concept)."""
+        for t in records:
+            if t.id in self.terms:
                 continue
-            out.terms[t.id] = TermInfo(t.id, t.ontology, t.name, t.aspect, t.depth)
-            out.add(t.id, t.name, "name")
+            self.terms[t.id] = TermInfo(t.id, ontology, t.name, t.aspect, t.depth)
+            self.add(t.id, t.name, "name")
             for syn in t.synonyms:
                 if syn.scope != "BROAD":
-                    out.add(t.id, syn.text, "synonym")
-        return out
+                    self.add(t.id, syn.text, "synonym")
 
     def find(self, text: str, abbreviations: dict[str, str] | None = None) -> list[TermMatch]:
         """Leftmost-longest, non-overlapping matches of labels (and of the paper's own abbreviations) in ``text``."""
@@ -181,39 +181,18 @@ class TermDictionary:
         return out
 
 
-def _lookup(client: Client, term_id: str) -> Any:
-    try:
-        return client.get_term(term_id)
-    except NotFoundError:
-        return None
-
-
-def _roots(client: Client, ontology: str) -> set[str]:
-    """Terms without parents above the hits of a few general probe words (per GO aspect, GO having three roots)."""
-    roots: set[str] = set()
-    aspects: tuple[str | None, ...] = ("P", "F", "C") if ontology == "go" else (None,)
-    for aspect in aspects:
-        for probe in PROBES:
-            hits = client.search_terms(probe, ontology=ontology, aspect=aspect, limit=1).hits
-            if not hits:
-                continue
-            chain = [hits[0].id] + [t.id for t in client.related_terms(hits[0].id, "ancestors", relations="all",
-                                                                       limit=100_000).terms]
-            roots.update(i for i in chain if not any(client.get_term(i).term.parents.values()))
-            break
-    return roots
-
-
-_DICTIONARIES: dict[tuple[str, tuple[tuple[str, int], ...]], TermDictionary] = {}
+_DICTIONARIES: dict[tuple[str, tuple[tuple[str, str], ...]], TermDictionary] = {}
 _DICT_LOCK = threading.Lock()
 
 
 def dictionary_for(client: Client) -> TermDictionary:
-    """One dictionary per service and term index (built once per process, however many genes run)."""
-    key = (client.base_url, tuple(sorted(client.stats().terms.items())))
+    """One dictionary per service and label version of each ontology (built once per process, however many genes
+    run; a one-term page per ontology tells whether the labels changed)."""
+    names = sorted(client.stats().terms)
+    key = (client.base_url, tuple((n, client.term_labels(n, limit=1).version) for n in names))
     with _DICT_LOCK:
         if key not in _DICTIONARIES:
-            _DICTIONARIES[key] = TermDictionary.from_service(client)
+            _DICTIONARIES[key] = TermDictionary.from_service(client, names)
         return _DICTIONARIES[key]
 
 
@@ -329,7 +308,7 @@ def find_synonyms(units: Iterable[Unit], names: list[str]) -> tuple[list[str], l
 # ---- the agent -------------------------------------------------------------------------------------------------------
 
 class LexicalCurator:
-    """``--agent lexical``. Options: ``search_limit`` (papers considered, default 100), ``workers`` (term lookups)."""
+    """``--agent lexical``. Options: ``search_limit`` (papers considered, default 100)."""
 
     name = "lexical"
 
