@@ -3,8 +3,10 @@
 What it measures, for both engines in one run:
 
 * indexing: the real pipeline (``indexer.pipeline.index_corpus``: read, validate, split passages, bulk/commit,
-  publish) — papers/s and input MB/s — and the index size (embedded: bytes on disk; cluster: primary store size of
-  the papers and passages indices), per paper;
+  publish) — papers/s, input MB/s and CPU seconds (this process and its children, and the node's JVM, read with
+  psutil: wall time is noisy on a shared machine) — and the index size (embedded: bytes on disk; cluster: primary
+  store size of the papers and passages indices), per paper; the cluster once per ``--bulk-concurrency`` value
+  (``_bulk`` requests in flight; ``default`` is the engine's choice from the node count), in one run;
 * search: planned gene queries (the embedded benchmark's) through ``search_papers`` (top 10) with 1, 8 and 32
   concurrent clients (threads) — p50/p99 latency and queries/s — without snippets, as the embedded benchmark, and
   with one client also with snippets (highlighting dominates the cost of both engines);
@@ -15,6 +17,7 @@ stops it at the end. Usage::
 
     python bench/bench_cluster.py --papers 2000 --words 8300                  # what docs/benchmarks.md reports
     python bench/bench_cluster.py --papers 300 --words 1500 --work /tmp/bc   # smoke run
+    python bench/bench_cluster.py --corpus /tmp/c --bulk-concurrency 1,default --index-only   # bulk in flight
 """
 
 from __future__ import annotations
@@ -54,16 +57,39 @@ def start_node(work: Path, heap: str) -> tuple[str, Callable[[], None], int]:
     return url, stop, pid
 
 
-def index(settings, corpus: Path) -> dict:
+def cpu_seconds() -> float:
+    """CPU of this process and of its children that have ended (e.g. indexer worker processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def node_cpu_seconds(pid: int | None) -> float | None:
+    """CPU the node's JVM has used so far (every thread: indexing, merges, GC), or None without its pid."""
+    if not pid:
+        return None
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def index(settings, corpus: Path, node_pid: int | None = None) -> dict:
     from indexer.pipeline import index_corpus
 
-    t0 = time.perf_counter()
+    cpu0, node0, t0 = cpu_seconds(), node_cpu_seconds(node_pid), time.perf_counter()
     summary = index_corpus([corpus], settings, resume=False)
     seconds = time.perf_counter() - t0
+    cpu, node1 = cpu_seconds() - cpu0, node_cpu_seconds(node_pid)
     mb = corpus.stat().st_size / 1e6
-    return {"seconds": round(seconds, 1), "papers": summary.indexed, "passages": summary.passages,
-            "papers_per_s": round(summary.indexed / seconds, 1), "mb_per_s": round(mb / seconds, 2),
-            "rejected": summary.rejected}
+    out = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "papers": summary.indexed,
+           "passages": summary.passages, "papers_per_s": round(summary.indexed / seconds, 1),
+           "mb_per_s": round(mb / seconds, 2), "rejected": summary.rejected}
+    if node0 is not None and node1 is not None:
+        out["node_cpu_seconds"] = round(node1 - node0, 1)
+        out["papers_per_cpu_s"] = round(summary.indexed / (cpu + node1 - node0), 1)
+    else:
+        out["papers_per_cpu_s"] = round(summary.indexed / cpu, 1)
+    return out
 
 
 def load(search: Callable[[str], object], texts: list[str], clients: int, total: int) -> dict:
@@ -92,6 +118,28 @@ def load(search: Callable[[str], object], texts: list[str], clients: int, total:
             "first_error": errors[0] if errors else None}
 
 
+def measure_search(engines: dict, texts: list[str], per_client: int, results: dict) -> None:
+    """Parity (top-10 overlap) and search latency and throughput at each client count, into ``results``."""
+    from search.retrieval.planner import plan
+
+    tops: dict[str, list[set[str]]] = {}
+    for name, eng in engines.items():
+        tops[name] = [{h.pmcid for h in eng.search_papers(plan(t), limit=K).hits} for t in texts]  # warm-up
+    overlaps = [len(a & b) / max(len(a), len(b)) if a or b else 1.0
+                for a, b in zip(tops["embedded"], tops["cluster"], strict=True)]
+    results["parity"] = {"queries": len(texts), "mean_top10_overlap": round(sum(overlaps) / len(overlaps), 4)}
+
+    results["search"] = {}
+    for name, eng in engines.items():
+        for snippets, levels in ((False, CLIENTS), (True, CLIENTS[:1])):
+            def one(text: str, eng=eng, snippets=snippets) -> object:
+                return eng.search_papers(plan(text), limit=K, snippets=snippets)
+            for c in levels:
+                print(f"search {name} × {c} clients, snippets {snippets}…", file=sys.stderr)
+                key = f"{name}/{c}" + ("/snippets" if snippets else "")
+                results["search"][key] = load(one, texts, c, max(len(texts), c * per_client))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--papers", type=int, default=2000)
@@ -103,6 +151,14 @@ def main() -> None:
     ap.add_argument("--cluster-url", default=os.environ.get("FLYSIFT_CLUSTER_URL"))
     ap.add_argument("--flavour", default=os.environ.get("FLYSIFT_CLUSTER_FLAVOUR", "opensearch"))
     ap.add_argument("--heap", default="1g", help="heap of the local node started when no --cluster-url is given")
+    ap.add_argument("--node-pid", type=int, help="pid of the --cluster-url node's JVM, to measure its CPU (the "
+                    "node started here is measured anyway)")
+    ap.add_argument("--bulk-concurrency", default="default",
+                    help="comma-separated _bulk requests in flight to index the cluster with, one run each, e.g. "
+                         "1,default; searches use the last run's index")
+    ap.add_argument("--corpus", type=Path, help="an existing `python -m indexer.synthetic` output directory to use "
+                    "instead of generating one (--papers/--words/--seed then only label it)")
+    ap.add_argument("--index-only", action="store_true", help="measure indexing only (no searches, no parity)")
     ap.add_argument("--out", type=Path, help="Also write the results JSON here")
     ap.add_argument("--search-only", action="store_true",
                     help="Reuse the indices and indexing results of the last run in --work; measure search again")
@@ -114,17 +170,22 @@ def main() -> None:
     from search.engines import Engine
     from search.engines.cluster.engine import ClusterEngine
     from search.engines.embedded.engine import EmbeddedEngine
-    from search.retrieval.planner import plan
 
     args.work.mkdir(parents=True, exist_ok=True)
-    corpus_dir = args.work / "corpus"
-    corpus_info = ensure_corpus(args, corpus_dir)
+    bulk_levels = [None if x.strip() == "default" else int(x) for x in args.bulk_concurrency.split(",")]
+    if args.corpus:
+        corpus_dir = args.corpus
+        corpus_info = {"params": {"papers": args.papers, "words": args.words, "seed": args.seed},
+                       "dir": str(corpus_dir)}
+    else:
+        corpus_dir = args.work / "corpus"
+        corpus_info = ensure_corpus(args, corpus_dir)
     corpus = corpus_dir / "corpus.jsonl"
     queries = gene_queries(corpus_dir / "genes.tsv", json.loads((corpus_dir / "answer_key.json").read_text()),
                            args.queries)
     texts = [q["query"] for q in queries]
 
-    stop, pid = None, None
+    stop, pid = None, args.node_pid
     url = args.cluster_url
     if not url:
         url, stop, pid = start_node(args.work, args.heap)
@@ -142,31 +203,25 @@ def main() -> None:
             shutil.rmtree(emb_dir, ignore_errors=True)
             print("indexing (embedded)…", file=sys.stderr)
             results["embedded_index"] = index(emb_settings, corpus)
-            print("indexing (cluster)…", file=sys.stderr)
-            results["cluster_index"] = index(clu_settings, corpus)
+            runs = []
+            for level in bulk_levels:
+                run_settings = clu_settings.model_copy(update={"cluster_bulk_concurrency": level})
+                probe = ClusterEngine(run_settings)
+                concurrency = probe.bulk_concurrency()
+                probe.close()
+                print(f"indexing (cluster, {concurrency} bulk requests in flight)…", file=sys.stderr)
+                runs.append({"bulk_concurrency": concurrency, "default": level is None,
+                             **index(run_settings, corpus, pid)})
+            results["cluster_runs"], results["cluster_index"] = runs, dict(runs[-1])
         embedded, cluster = EmbeddedEngine(emb_dir), ClusterEngine(clu_settings)
         e_stats, c_stats = embedded.stats(), cluster.stats()
         n = max(e_stats.papers, 1)
         results["embedded_index"].update(index_bytes=e_stats.index_bytes, bytes_per_paper=e_stats.index_bytes // n)
         results["cluster_index"].update(index_bytes=c_stats.index_bytes, bytes_per_paper=c_stats.index_bytes // n)
-
         engines: dict[str, Engine] = {"embedded": embedded, "cluster": cluster}
-        tops: dict[str, list[set[str]]] = {}
-        for name, eng in engines.items():
-            tops[name] = [{h.pmcid for h in eng.search_papers(plan(t), limit=K).hits} for t in texts]  # warm-up
-        overlaps = [len(a & b) / max(len(a), len(b)) if a or b else 1.0
-                    for a, b in zip(tops["embedded"], tops["cluster"], strict=True)]
-        results["parity"] = {"queries": len(texts), "mean_top10_overlap": round(sum(overlaps) / len(overlaps), 4)}
-
-        results["search"] = {}
-        for name, eng in engines.items():
-            for snippets, levels in ((False, CLIENTS), (True, CLIENTS[:1])):
-                def one(text: str, eng=eng, snippets=snippets) -> object:
-                    return eng.search_papers(plan(text), limit=K, snippets=snippets)
-                for c in levels:
-                    print(f"search {name} × {c} clients, snippets {snippets}…", file=sys.stderr)
-                    key = f"{name}/{c}" + ("/snippets" if snippets else "")
-                    results["search"][key] = load(one, texts, c, max(len(texts), c * args.per_client))
+        results["parity"], results["search"] = None, {}
+        if not args.index_only:
+            measure_search(engines, texts, args.per_client, results)
         if pid:
             results["cluster"]["node_rss"] = psutil.Process(pid).memory_info().rss
     finally:
@@ -197,13 +252,26 @@ def report(r: dict) -> str:
     out.append(markdown_table(["engine", "index time", "papers/s", "MB/s (input)", "passages", "index size",
                                "per paper"], rows))
     rows = []
+    e = r["embedded_index"]
+    runs = [("embedded", e)] + [(f"cluster, {run['bulk_concurrency']} in flight"
+                                 + (" (default)" if run["default"] else ""), run) for run in r.get("cluster_runs", [])]
+    for name, i in runs:
+        node = i.get("node_cpu_seconds")
+        total = i.get("cpu_seconds", 0) + (node or 0)
+        rows.append([name, f"{i['seconds']} s", i["papers_per_s"], f"{i.get('cpu_seconds', '-')} s",
+                     "-" if node is None else f"{node} s", f"{round(total, 1)} s", i.get("papers_per_cpu_s", "-")])
+    out.append("\nIndexing CPU (client: this process and its children; node: the JVM):\n")
+    out.append(markdown_table(["build", "wall", "papers/s", "client CPU", "node CPU", "total CPU", "papers/CPU-s"],
+                              rows))
+    rows = []
     for key, s in r["search"].items():
         name, clients, *snip = key.split("/")
         rows.append([name, clients, "yes" if snip else "no", s["n"], s["p50_ms"], s["p99_ms"], s["qps"], s["errors"]])
     out.append("\n" + markdown_table(["engine", "clients", "snippets", "searches", "p50 ms", "p99 ms", "queries/s",
                                       "errors"], rows))
-    p = r["parity"]
-    out.append(f"\nParity over the {p['queries']} benchmark queries: mean top-10 overlap {p['mean_top10_overlap']}.\n")
+    if p := r["parity"]:
+        out.append(f"\nParity over the {p['queries']} benchmark queries: mean top-10 overlap "
+                   f"{p['mean_top10_overlap']}.\n")
     return "\n".join(out)
 
 
