@@ -7,6 +7,8 @@
 //!
 //! Both return the tokens joined by single spaces: the string the embedded engine's whitespace tokenizer indexes.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use frostem::{Algorithm, Stemmer};
@@ -15,6 +17,14 @@ use regex_syntax::hir::{Class, HirKind};
 /// `RemoveLongFilter::limit(64)`: tantivy keeps a token whose UTF-8 length is *below* the limit
 /// (`search.text.analysis.MAX_TOKEN_CHARS`), measured before lower-casing.
 pub const MAX_TOKEN_BYTES: usize = 64;
+
+/// Stems remembered per thread (token as written -> stem); emptied when full. Prose repeats a small vocabulary, so
+/// most tokens skip lower-casing and Snowball. std's randomly keyed hasher: texts cannot be crafted to collide.
+const STEM_CACHE_ENTRIES: usize = 100_000;
+
+thread_local! {
+    static STEMS: RefCell<HashMap<Box<str>, Box<str>>> = RefCell::new(HashMap::new());
+}
 
 /// Membership of `[\p{L}\p{N}]`: a bitmap over the Basic Multilingual Plane, sorted ranges above it.
 struct LetterDigit {
@@ -131,36 +141,47 @@ pub fn word_text(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut lower = String::with_capacity(MAX_TOKEN_BYTES * 2);
-    let mut i = 0;
-    while i < b.len() {
-        let (cp, len) = decode(b, i);
-        if !is_word_char(cp) {
-            i += len;
-            continue;
-        }
-        let start = i;
-        i += len;
+    STEMS.with_borrow_mut(|stems| {
+        let mut i = 0;
         while i < b.len() {
             let (cp, len) = decode(b, i);
             if !is_word_char(cp) {
-                break;
+                i += len;
+                continue;
             }
+            let start = i;
             i += len;
+            while i < b.len() {
+                let (cp, len) = decode(b, i);
+                if !is_word_char(cp) {
+                    break;
+                }
+                i += len;
+            }
+            if i - start >= MAX_TOKEN_BYTES {
+                continue;
+            }
+            let token = &text[start..i];
+            if let Some(stem) = stems.get(token) {
+                push_token(&mut out, stem);
+                continue;
+            }
+            lower.clear();
+            if token.is_ascii() {
+                lower.push_str(token);
+                lower.make_ascii_lowercase();
+            } else {
+                // tantivy's LowerCaser: char::to_lowercase, one char at a time (İ -> i̇, no final-sigma rule)
+                lower.extend(token.chars().flat_map(char::to_lowercase));
+            }
+            let stem = stemmer.stem(&lower);
+            push_token(&mut out, &stem);
+            if stems.len() >= STEM_CACHE_ENTRIES {
+                stems.clear();
+            }
+            stems.insert(token.into(), stem.into());
         }
-        if i - start >= MAX_TOKEN_BYTES {
-            continue;
-        }
-        let token = &text[start..i];
-        lower.clear();
-        if token.is_ascii() {
-            lower.push_str(token);
-            lower.make_ascii_lowercase();
-        } else {
-            // tantivy's LowerCaser: char::to_lowercase, one char at a time (İ -> i̇, no final-sigma rule)
-            lower.extend(token.chars().flat_map(char::to_lowercase));
-        }
-        push_token(&mut out, &stemmer.stem(&lower));
-    }
+    });
     out
 }
 

@@ -124,6 +124,14 @@ def test_a_large_text_equals_analyze(backend: Backend) -> None:
         assert backend[view](text) == expected(view, text)
 
 
+def test_more_distinct_words_than_the_stem_cache_holds(backend: Backend) -> None:
+    # the native backend remembers 100,000 stems per thread and starts again when full: the answers must not change
+    words = [f"{stem}{i:x}ing" for i in range(60_000) for stem in ("walk", "Walk")]
+    text = " ".join(words)
+    assert backend["word"](text) == expected("word", text)
+    assert backend["word"](text[:5_000]) == expected("word", text[:5_000])
+
+
 def test_lone_surrogates_are_refused_by_the_word_view(backend: Backend) -> None:
     # tantivy refuses text that is not UTF-8; a backend must not index what the query side cannot analyse
     with pytest.raises(UnicodeEncodeError):
