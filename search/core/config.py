@@ -87,6 +87,8 @@ class Settings(BaseSettings):
                                      "this share of the live build's papers (--allow-shrink / allow_shrink overrides)")
     build_idle_timeout_s: float = Field(900.0, ge=0.0, description="An API build unused this long is aborted and "
                                         "its collection unlocked")
+    index_threads: int | None = Field(None, ge=1, le=64, description="Indexing threads of each of the embedded "
+                                      "engine's two writers; default: a third of the cores (at least 1, at most 8)")
 
     # service
     host: str = "127.0.0.1"

@@ -4,10 +4,12 @@ Layout of ``<data_dir>/collections/<collection>/``::
 
     CURRENT                    {"build": "<id>"}: the published build; replaced atomically (write + rename)
     builds/<id>/papers/        paper-level tantivy index
-    builds/<id>/passages/      passage-level tantivy index
+    builds/<id>/passages/      passage-level tantivy index; stored docs hold a passage's place (ids, offsets), not
+                               its text (layout 2; layout-1 builds stored the text too, and are still read)
     builds/<id>/papers.db      full papers (SQLite, zlib-compressed JSON by pmcid): served by fetch, kept out of
-                               the paper index so that search loads only small stored fields
-    builds/<id>/build.json     fingerprint, status (building|published), resume state
+                               the paper index so that search loads only small stored fields; passage texts are
+                               sliced from its paragraphs (``paragraph[start:end]``)
+    builds/<id>/build.json     fingerprint, layout, status (building|published), resume state
     write.lock                 held by the one process writing a build (tantivy allows one writer)
 
 A build is written beside the published one and only becomes visible when ``publish`` swaps ``CURRENT``, so a
@@ -16,6 +18,13 @@ failed or killed indexing run leaves the previous index serving. ``publish`` ref
 input or removed by the next run of any other, so neither holds the disk for long. Readers stat ``CURRENT`` on each
 request and reopen when it changed: the service picks up new builds without a restart. Ontology terms live in
 ``<data_dir>/terms`` (see ``search.engines.embedded.terms``).
+
+Each text is analysed once (layout 2): ``_prepare`` (run by the indexer in worker processes) turns every passage
+into its word- and symbol-view tokens (``search.text.tokens``), and every field is indexed from such space-joined
+tokens with the whitespace tokenizer (``PRE_ANALYZED``). A paper's abstract and body fields are its passages' token
+strings joined (passages cover every word of every paragraph, and no token spans whitespace), so positions, lengths
+and BM25 scores are those of analysing the paper's text itself. Queries are analysed as before
+(``search.text.analysis``), whichever layout a build has.
 """
 
 from __future__ import annotations
@@ -30,9 +39,10 @@ import threading
 import time
 import uuid
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import tantivy
 from pydantic import BaseModel
@@ -54,19 +64,29 @@ from search.core.names import check_collection
 from search.core.query import FIELD_BOOSTS, Clause, EngineQuery
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
-from search.text import analysis
 from search.text.analysis import ANALYZERS, analyze, stem
+from search.text.passages import abstract_paragraphs
 from search.text.snippets import Highlighter
+from search.text.tokens import PRE_ANALYZED, symbol_text, word_text
 
 DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
-WRITER_HEAP = 256_000_000
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
+#: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
+LAYOUT = 2
+#: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
+#: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory
+MAX_THREAD_HEAP = 256_000_000
+MIN_THREAD_HEAP = 16_000_000          # tantivy refuses less than 15 MB per thread
+MAX_WRITER_THREADS = 8                # tantivy's own default cap
+MEMORY_SHARE = 8                      # both writers' heaps together take at most 1/8 of the available memory
+#: decoded papers each reader keeps to slice passage texts from (a FlyAOC paper is ~60 KB of text)
+PAPER_CACHE = 128
 
 
 def _add_views(sb: tantivy.SchemaBuilder, name: str) -> None:
-    sb.add_text_field(name + "_w", stored=False, tokenizer_name=analysis.WORD_ANALYZER)
-    sb.add_text_field(name + "_s", stored=False, tokenizer_name=analysis.SYMBOL_ANALYZER)
+    sb.add_text_field(name + "_w", stored=False, tokenizer_name=PRE_ANALYZED)
+    sb.add_text_field(name + "_s", stored=False, tokenizer_name=PRE_ANALYZED)
 
 
 def _paper_schema() -> tantivy.Schema:
@@ -100,9 +120,38 @@ def _open_index(path: Path, kind: str, create: bool = False) -> tantivy.Index:
         index = tantivy.Index(SCHEMAS[kind](), path=str(path), reuse=True)
     else:
         index = tantivy.Index.open(str(path))
-    for name, analyzer in ANALYZERS.items():
+    for name, analyzer in ANALYZERS.items():   # the analyzers of layout-1 builds
         index.register_tokenizer(name, analyzer)
+    index.register_tokenizer(PRE_ANALYZED, _PRE_ANALYZER)
     return index
+
+
+_PRE_ANALYZER = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
+
+
+def _available_memory() -> int:
+    """Bytes of memory available to new allocations (Linux's MemAvailable; free pages elsewhere; 2 GB if unknown)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 2_000_000_000
+
+
+def writer_plan(threads: int | None = None) -> tuple[int, int]:
+    """``(threads, heap bytes)`` of each of a build's two tantivy writers. Threads: ``threads`` (the
+    ``index_threads`` setting), else a third of the cores each, since the indexer's preparing workers and the two
+    writers share them (one thread each on 2-4 cores: a second one cost more CPU and left more, smaller segments on
+    2 cores). Each thread gets a bounded heap, both writers together at most 1/MEMORY_SHARE of available memory."""
+    n = max(1, threads or min((os.cpu_count() or 1) // 3, MAX_WRITER_THREADS))
+    per_thread = _available_memory() // (MEMORY_SHARE * 2 * n)
+    return n, n * max(MIN_THREAD_HEAP, min(MAX_THREAD_HEAP, per_thread))
 
 
 def _stored_docs(searcher: tantivy.Searcher) -> Iterator[tantivy.Document]:
@@ -122,9 +171,50 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _prepare(paper: Paper, passages: list[Passage]) -> tuple[Paper, list[Passage]]:
-    """The per-paper work done before the writer (see ``Engine.preparer``)."""
-    return paper, passages
+class PreparedPassage(NamedTuple):
+    id: str
+    section_type: str
+    year: int | None
+    word: str        # word-view tokens, space-joined
+    symbol: str      # symbol-view tokens, space-joined
+    doc: bytes       # the stored doc: the passage's JSON without its text (which is sliced from papers.db)
+
+
+class Prepared(NamedTuple):
+    """One paper ready for the writers: plain strings and bytes, small to pickle from a worker process."""
+
+    pmcid: str
+    year: int | None
+    section_types: tuple[str, ...]
+    head: bytes                 # PaperHead JSON
+    blob: bytes                 # the paper store's row: zlib-compressed paper JSON
+    title: tuple[str, str]      # word and symbol tokens of the title
+    abstract_passages: int      # the first passages are the abstract's (section 0), the rest the body's
+    passages: tuple[PreparedPassage, ...]
+
+
+def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
+    """All per-paper work that needs no writer (see ``Engine.preparer``): analysis of each text once, the paper
+    store's blob, the stored docs. ``passages`` are ``split_passages(paper)``'s (any ``max_words``)."""
+    sections = [abstract_paragraphs(paper.abstract)] + [s.paragraphs for s in paper.sections]
+    out = []
+    place = (-1, -1, -1)
+    for p in passages:
+        if p.pmcid != paper.pmcid or (p.section_index, p.paragraph_index, p.start) <= place \
+                or not 0 <= p.section_index < len(sections) \
+                or not 0 <= p.paragraph_index < len(sections[p.section_index]) \
+                or sections[p.section_index][p.paragraph_index][p.start:p.end] != p.text:
+            raise ValueError(f"passage {p.id[:200]!r} is not the next piece of paper {paper.pmcid[:200]!r}: "
+                             "passages must be split_passages(paper)'s, in order")
+        place = (p.section_index, p.paragraph_index, p.start)
+        out.append(PreparedPassage(p.id, p.section_type, p.year, word_text(p.text), symbol_text(p.text),
+                                   p.model_dump_json(exclude={"text"}, exclude_none=True).encode()))
+    head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
+    return Prepared(paper.pmcid, paper.year, tuple(paper.section_types()),
+                    head.model_dump_json(exclude_none=True).encode(),
+                    zlib.compress(paper.model_dump_json(exclude_none=True).encode(), 3),
+                    (word_text(paper.title), symbol_text(paper.title)),
+                    sum(1 for p in passages if p.section_index == 0), tuple(out))
 
 
 class PaperHead(BaseModel):
@@ -202,7 +292,7 @@ class EmbeddedBuild:
     """
 
     def __init__(self, collection_dir: Path, fingerprint: str, resume: bool,
-                 min_publish_share: float = MIN_PUBLISH_SHARE):
+                 min_publish_share: float = MIN_PUBLISH_SHARE, threads: int | None = None):
         self._dir = collection_dir
         self._mutex = threading.RLock()
         self.is_open = False
@@ -230,13 +320,15 @@ class EmbeddedBuild:
             fresh = found is None
             self.id = found or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
             self.path = collection_dir / "builds" / self.id
-            self._meta = {"fingerprint": fingerprint, "status": "building", "state": self.state, "created": time.time()}
+            self._meta = {"fingerprint": fingerprint, "layout": LAYOUT, "status": "building", "state": self.state,
+                          "created": time.time()}
             self._drop_abandoned()
             self._papers = _open_index(self.path / "papers", "papers", create=True)
             self._passages = _open_index(self.path / "passages", "passages", create=True)
-            self._pw = self._papers.writer(heap_size=WRITER_HEAP, num_threads=1)
+            n, heap = writer_plan(threads)
+            self._pw = self._papers.writer(heap_size=heap, num_threads=n)
             self._db = _open_paper_db(self.path / "papers.db", writable=True)
-            self._sw = self._passages.writer(heap_size=WRITER_HEAP, num_threads=1)
+            self._sw = self._passages.writer(heap_size=heap, num_threads=n)
             _write_json_atomic(self.path / "build.json", self._meta)
         except BaseException as exc:
             self.abort(discard=fresh)  # a resumed build keeps what its earlier run committed
@@ -247,7 +339,8 @@ class EmbeddedBuild:
     def _find_resumable(self, fingerprint: str) -> tuple[str | None, dict[str, Any]]:
         for meta_file in sorted((self._dir / "builds").glob("*/build.json"), reverse=True):
             meta = _read_meta(meta_file)
-            if meta and meta.get("status") == "building" and meta.get("fingerprint") == fingerprint:
+            if meta and meta.get("status") == "building" and meta.get("fingerprint") == fingerprint \
+                    and meta.get("layout") == LAYOUT:
                 return meta_file.parent.name, meta.get("state", {})
         return None, {}
 
@@ -268,29 +361,29 @@ class EmbeddedBuild:
         assert self._pw is not None and self._sw is not None and self._db is not None
         return self._pw, self._sw, self._db
 
-    def add_prepared(self, prepared: tuple[Paper, list[Passage]]) -> None:
-        self.add(*prepared)
+    def add(self, paper: Paper, passages: list[Passage]) -> None:
+        self.add_prepared(_prepare(paper, passages))
 
     @_guarded
-    def add(self, paper: Paper, passages: list[Passage]) -> None:
+    def add_prepared(self, prepared: Prepared) -> None:
         pw, sw, db = self._writers()
-        pw.delete_documents_by_term("pmcid", paper.pmcid)
-        sw.delete_documents_by_term("pmcid", paper.pmcid)
-        db.execute("INSERT OR REPLACE INTO papers VALUES (?, ?)",
-                         (paper.pmcid, zlib.compress(paper.model_dump_json(exclude_none=True).encode(), 3)))
-        head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
-        doc = tantivy.Document(pmcid=paper.pmcid, head=head.model_dump_json(exclude_none=True).encode())
-        for field, text in (("title", paper.title), ("abstract", paper.abstract), ("body", paper.body_text())):
-            doc.add_text(field + "_w", text)
-            doc.add_text(field + "_s", text)
-        for st in paper.section_types():
+        pr = prepared
+        pw.delete_documents_by_term("pmcid", pr.pmcid)
+        sw.delete_documents_by_term("pmcid", pr.pmcid)
+        db.execute("INSERT OR REPLACE INTO papers VALUES (?, ?)", (pr.pmcid, pr.blob))
+        abstract, body = pr.passages[:pr.abstract_passages], pr.passages[pr.abstract_passages:]
+        doc = tantivy.Document(pmcid=pr.pmcid, head=pr.head, title_w=pr.title[0], title_s=pr.title[1],
+                               abstract_w=" ".join(p.word for p in abstract),
+                               abstract_s=" ".join(p.symbol for p in abstract),
+                               body_w=" ".join(p.word for p in body), body_s=" ".join(p.symbol for p in body))
+        for st in pr.section_types:
             doc.add_text("section_types", st)
-        if paper.year is not None:
-            doc.add_integer("year", paper.year)
+        if pr.year is not None:
+            doc.add_integer("year", pr.year)
         pw.add_document(doc)
-        for p in passages:
-            pd = tantivy.Document(id=p.id, pmcid=p.pmcid, section_type=p.section_type, text_w=p.text, text_s=p.text,
-                                  doc=p.model_dump_json(exclude_none=True).encode())
+        for p in pr.passages:
+            pd = tantivy.Document(id=p.id, pmcid=pr.pmcid, section_type=p.section_type, text_w=p.word,
+                                  text_s=p.symbol, doc=p.doc)
             if p.year is not None:
                 pd.add_integer("year", p.year)
             sw.add_document(pd)
@@ -393,11 +486,45 @@ class _Reader:
         self.passage_searcher = self.passages.searcher()
         self._db = _open_paper_db(build_dir / "papers.db", writable=False)
         self._db_lock = threading.Lock()
+        self._sections: OrderedDict[str, list[list[str]]] = OrderedDict()   # LRU of decoded papers' paragraphs
 
-    def paper(self, pmcid: str) -> Paper | None:
+    def _blob(self, pmcid: str) -> bytes | None:
         with self._db_lock:
             row = self._db.execute("SELECT doc FROM papers WHERE pmcid = ?", (pmcid,)).fetchone()
-        return Paper.model_validate_json(zlib.decompress(row[0])) if row else None
+        return zlib.decompress(row[0]) if row else None
+
+    def paper(self, pmcid: str) -> Paper | None:
+        blob = self._blob(pmcid)
+        return Paper.model_validate_json(blob) if blob is not None else None
+
+    def sections(self, pmcid: str) -> list[list[str]]:
+        """A paper's paragraphs by passage section index (0: the abstract's), from a bounded cache: passage texts
+        are sliced from them. Plain JSON, not a validated ``Paper``: the store holds only what ``_prepare`` wrote."""
+        with self._db_lock:
+            found = self._sections.get(pmcid)
+            if found is not None:
+                self._sections.move_to_end(pmcid)
+                return found
+        blob = self._blob(pmcid)
+        if blob is None:
+            raise FlysiftError(f"Build {self.build} has passages of paper {pmcid[:200]!r} but not the paper in "
+                               f"{self.path / 'papers.db'}: rebuild the index.", code="index_corrupt", status=500)
+        doc = json.loads(blob)
+        found = [abstract_paragraphs(doc.get("abstract", ""))]
+        found += [section.get("paragraphs", []) for section in doc.get("sections", [])]
+        with self._db_lock:
+            self._sections[pmcid] = found
+            while len(self._sections) > PAPER_CACHE:
+                self._sections.popitem(last=False)
+        return found
+
+    def passage(self, stored: bytes) -> Passage:
+        """A passage from its stored doc: layout 2 keeps its place only, and the text is its paragraph's slice."""
+        data = json.loads(stored)
+        if "text" not in data:
+            paragraph = self.sections(data["pmcid"])[data["section_index"]][data["paragraph_index"]]
+            data["text"] = paragraph[data["start"]:data["end"]]
+        return Passage.model_validate(data)
 
 
 class EmbeddedEngine:
@@ -406,10 +533,11 @@ class EmbeddedEngine:
     name = "embedded"
 
     def __init__(self, data_dir: Path | str, collection: str = DEFAULT_COLLECTION, *,
-                 min_publish_share: float = MIN_PUBLISH_SHARE):
+                 min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None):
         self.data_dir = Path(data_dir)
         self.collection = collection
         self.min_publish_share = min_publish_share
+        self.index_threads = index_threads
         self.dir = self.data_dir / "collections" / check_collection(collection)   # a name, never a path
         self._reader: _Reader | None = None
         self._current_stat: tuple[int, int] | None = None
@@ -417,11 +545,11 @@ class EmbeddedEngine:
         self._terms: TermIndex | None = None
 
     # ---- write side -------------------------------------------------------------------------------------------
-    def preparer(self) -> Callable[[Paper, list[Passage]], tuple[Paper, list[Passage]]]:
+    def preparer(self) -> Callable[[Paper, list[Passage]], Prepared]:
         return _prepare
 
     def open_build(self, fingerprint: str, resume: bool = True) -> EmbeddedBuild:
-        return EmbeddedBuild(self.dir, fingerprint, resume, self.min_publish_share)
+        return EmbeddedBuild(self.dir, fingerprint, resume, self.min_publish_share, self.index_threads)
 
     # ---- read side --------------------------------------------------------------------------------------------
     def _read(self) -> _Reader:
@@ -551,7 +679,7 @@ class EmbeddedEngine:
             hits = r.passage_searcher.search(self._compile(scoped, r.passage_schema, {"text": 1.0}, "section_type"),
                                              1, count=False).hits
             if hits:
-                best[pmcid] = Passage.model_validate_json(r.passage_searcher.doc(hits[0][1])["doc"][0])
+                best[pmcid] = r.passage(r.passage_searcher.doc(hits[0][1])["doc"][0])
         return best
 
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
@@ -561,8 +689,7 @@ class EmbeddedEngine:
         fields = {"text": 1.0}
         q = self._compile(query, r.passage_schema, fields, "section_type")
         res = r.passage_searcher.search(q, limit, count=True, offset=offset)
-        passages = [(score, Passage.model_validate_json(r.passage_searcher.doc(addr)["doc"][0]))
-                    for score, addr in res.hits]
+        passages = [(score, r.passage(r.passage_searcher.doc(addr)["doc"][0])) for score, addr in res.hits]
         matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id", [p.id for _, p in passages])
         hl = Highlighter(query.clauses, stem) if snippets else None
         hits = [PassageHit(passage_id=p.id, pmcid=p.pmcid, section_type=p.section_type, section_index=p.section_index,
@@ -581,7 +708,7 @@ class EmbeddedEngine:
         titles = {d["pmcid"][0]: PaperHead.model_validate_json(d["head"][0]).title
                   for d in _stored_docs(r.paper_searcher)}
         for d in _stored_docs(r.passage_searcher):
-            p = Passage.model_validate_json(d["doc"][0])
+            p = r.passage(d["doc"][0])
             yield p, titles.get(p.pmcid, "")
 
     def stats(self) -> IndexStats:
