@@ -8,7 +8,7 @@ import click
 
 from indexer.dense_cli import dense
 from indexer.ontologies import ontology
-from indexer.pipeline import COMMIT_EVERY, index_corpus, summary_line
+from indexer.pipeline import COMMIT_EVERY, MAX_DEFAULT_WORKERS, POOL_MIN_BYTES, index_corpus, summary_line
 from search.cli.main import data_dir_option, settings_for
 from search.cli.progress import Progress
 
@@ -37,10 +37,15 @@ index.add_command(dense)
 @click.option("--allow-shrink", is_flag=True,
               help="Publish even when the new build holds less than min_publish_share (default 50%) of the live "
                    "build's papers (an empty build is never published)")
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="Processes that parse and prepare records for the one writer; 1 runs everything in this process "
+                   "(for debugging) [default: index_workers setting, else the usable cores up to "
+                   f"{MAX_DEFAULT_WORKERS}; 1 for inputs under {POOL_MIN_BYTES >> 20} MiB]")
 @click.option("--json", "as_json", is_flag=True,
               help="Progress as JSON lines on stderr; end with a one-line JSON summary on stdout")
 def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: Path | None, collection: str,
-           strict: bool, no_resume: bool, commit_every: int, allow_shrink: bool, as_json: bool) -> None:
+           strict: bool, no_resume: bool, commit_every: int, allow_shrink: bool, workers: int | None,
+           as_json: bool) -> None:
     """Index papers from FlyAOC exports (JSONL/JSON/Parquet/HF dataset dir), PMC JATS XML or BioC XML/JSON.
 
     Nothing is published (exit status 2, the live build keeps serving) when the inputs hold no record, every
@@ -57,7 +62,7 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
 
         summary = index_corpus(list(sources), settings, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
                                collection=collection, commit_every=commit_every, progress=progress.update, warn=warn,
-                               allow_shrink=allow_shrink)
+                               allow_shrink=allow_shrink, workers=workers)
     if len(warnings) > 20:
         click.echo(f"… and {len(warnings) - 20} more warnings", err=True)
     if summary.resumed_from:

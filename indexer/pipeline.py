@@ -5,6 +5,11 @@ Every input record ends up either in the index or as a line of the rejects repor
 The run commits every ``commit_every`` records together with its resume state (records consumed, counters, the
 pmcids seen and the rejects file length), so a killed run continues where it committed; adds are upserts, so records
 after the last commit are simply added again. The new index becomes visible only when the whole run publishes.
+
+Work per record (parsing, validation, passage splitting, the engine's ``preparer``) runs in a pool of worker
+processes when ``workers`` > 1: the main process only reads raw units (``indexer.sources.Unit``) and hands them out in
+chunks, and takes the results back in input order, a bounded number of chunks in flight, to the one writer. So resume
+points, "the last one wins" and the rejects report are the same whatever the number of workers.
 """
 
 from __future__ import annotations
@@ -12,21 +17,143 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
+import os
+import signal
 import time
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from indexer.sources import IdMap, count_records, iter_records
+from indexer.sources import IdMap, Unit, iter_units, parse_unit
 from search.core.config import Settings
 from search.core.errors import InputError, Unavailable
-from search.core.models import IndexSummary, Reject
+from search.core.models import IndexSummary, Paper, Passage, Reject
 from search.engines import BuildRefused, open_engine, storage_error
 from search.text.passages import split_passages
 
 log = logging.getLogger("flysift.indexer")
 
 COMMIT_EVERY = 2000
+#: the default number of workers is the usable CPUs, at most this many (one writer takes what they prepare)
+MAX_DEFAULT_WORKERS = 8
+#: inputs smaller than this are indexed in process unless workers are asked for: starting a pool costs more
+POOL_MIN_BYTES = 4 << 20
+#: a chunk of units sent to a worker closes at this many units or this many input bytes
+CHUNK_UNITS = 32
+CHUNK_BYTES = 2 << 20
+#: chunks in flight per worker (sent and not yet taken back): bounds memory, keeps every worker busy
+IN_FLIGHT_PER_WORKER = 2
+
+
+def default_workers() -> int:
+    """The CPUs this process may use, capped at ``MAX_DEFAULT_WORKERS``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_WORKERS))
+
+
+@dataclass(slots=True)
+class Ready:
+    """One record after the per-record work: a reject, or a paper's pmcid and the engine's prepared form of it."""
+
+    source: str
+    record: int
+    end: int
+    pmcid: str | None = None
+    reject: Reject | None = None
+    warnings: list[str] = field(default_factory=list)
+    passages: int = 0
+    prepared: Any = None
+
+
+def prepare_unit(unit: Unit, preparer: Callable[[Paper, list[Passage]], Any]) -> Ready:
+    """Parse and validate one unit, split its paper into passages and prepare it for the engine's writer."""
+    item = parse_unit(unit)
+    if item.paper is None:
+        return Ready(item.source, item.record, unit.end, reject=item.reject, warnings=item.warnings)
+    passages = split_passages(item.paper)
+    return Ready(item.source, item.record, unit.end, item.paper.pmcid, None, item.warnings, len(passages),
+                 preparer(item.paper, passages))
+
+
+def prepare_chunk(units: list[Unit], preparer: Callable[[Paper, list[Passage]], Any]) -> list[Ready]:
+    """``prepare_unit`` over a chunk, in a worker process (one pickling round trip per chunk)."""
+    return [prepare_unit(u, preparer) for u in units]
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the main process, which stops them after their chunk and keeps the build."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _chunks(units: Iterable[Unit]) -> Iterator[list[Unit]]:
+    chunk: list[Unit] = []
+    start = None
+    for unit in units:
+        if start is None:
+            start = unit.end
+        chunk.append(unit)
+        if len(chunk) >= CHUNK_UNITS or unit.end - start >= CHUNK_BYTES:
+            yield chunk
+            chunk, start = [], None
+    if chunk:
+        yield chunk
+
+
+class Preparing:
+    """Runs ``prepare_unit`` over the units, in process (``workers == 1``) or in a pool of worker processes, and
+    yields the results in input order. ``close`` (or leaving the ``with`` block) stops the pool: chunks not started
+    are cancelled, running ones finish. A worker that dies breaks the run with ``Unavailable`` (the build is kept)."""
+
+    def __init__(self, workers: int, preparer: Callable[[Paper, list[Passage]], Any]):
+        self.workers = workers
+        self.preparer = preparer
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Preparing:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def run(self, units: Iterable[Unit]) -> Iterator[Ready]:
+        if self.workers <= 1:
+            for unit in units:
+                yield prepare_unit(unit, self.preparer)
+            return
+        pending: deque[Future[list[Ready]]] = deque()
+        try:
+            for chunk in _chunks(units):
+                pending.append(self._start().submit(prepare_chunk, chunk, self.preparer))
+                if len(pending) >= IN_FLIGHT_PER_WORKER * self.workers:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        except BrokenProcessPool as exc:
+            raise Unavailable("an indexing worker process stopped unexpectedly (killed, or out of memory); the "
+                              "build is kept: run the same command again to resume it (--workers 1 indexes "
+                              "without worker processes)") from exc
+
+    def _start(self) -> ProcessPoolExecutor:
+        """The pool, started at the first chunk. Workers are spawned, not forked: this process may run the engine's
+        writer threads, and spawned workers are its own children, so their CPU time counts as this run's."""
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_ignore_sigint)
+        return self._pool
 
 
 def fingerprint(paths: Iterable[Path], fmt: str, id_map: Path | None) -> str:
@@ -46,8 +173,14 @@ def fingerprint(paths: Iterable[Path], fmt: str, id_map: Path | None) -> str:
 def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id_map: Path | None = None,
                  strict: bool = False, resume: bool = True, collection: str = "default",
                  commit_every: int = COMMIT_EVERY, progress: Callable[[int, int | None], None] | None = None,
-                 warn: Callable[[str], None] = log.warning, allow_shrink: bool = False) -> IndexSummary:
-    """Index ``paths`` into a new build of ``collection`` and publish it. ``progress(done, total)`` is called often.
+                 warn: Callable[[str], None] = log.warning, allow_shrink: bool = False,
+                 workers: int | None = None) -> IndexSummary:
+    """Index ``paths`` into a new build of ``collection`` and publish it.
+
+    ``progress(done, total)`` is called often; ``total`` is estimated from the input bytes read so far (None until
+    a record is read) and is exact at the last call. ``workers`` processes do the per-record work (1: all in this
+    process); default ``settings.index_workers``, else the usable CPUs (``default_workers``), or 1 for inputs under
+    ``POOL_MIN_BYTES``.
 
     Nothing is published when the inputs held no record, every record was rejected, or the build is much smaller
     than the live one (``BuildRefused``; ``allow_shrink`` lets a smaller one through). A run that fails removes its
@@ -57,7 +190,9 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
     t0 = time.perf_counter()
     engine = open_engine(settings, collection=collection)
     idmap = IdMap.load(id_map) if id_map else None
-    total = count_records(paths, fmt)  # also checks paths and format before a build is opened
+    units = iter_units(paths, fmt, idmap)  # checks paths and format before a build is opened
+    workers = workers or settings.index_workers or (
+        default_workers() if units.total_bytes >= POOL_MIN_BYTES else 1)
     build = engine.open_build(fingerprint(paths, fmt, id_map), resume=resume)
     state = dict(build.state)
     consumed = state.get("consumed", 0)
@@ -87,32 +222,34 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
         build.commit({"consumed": n, **counts, "seen": sorted(seen), "rejects_bytes": rejects.tell()})
 
     rejects: BinaryIO | None = None
-    n = 0
+    n = consumed
+    preparing = Preparing(workers, engine.preparer())
     try:
         rejects_path.parent.mkdir(parents=True, exist_ok=True)
         rejects = open(rejects_path, "a+b")
         rejects.truncate(state.get("rejects_bytes", 0))
         rejects.seek(0, 2)
-        for n, item in enumerate(iter_records(paths, fmt=fmt, id_map=idmap), start=1):
-            if n <= consumed:
-                continue
+        # records up to the last commit are read again but neither parsed nor added
+        for n, item in enumerate(preparing.run(islice(units, consumed, None)), start=consumed + 1):
             counts["read"] += 1
             for w in item.warnings:
                 warn(f"{item.source}, record {item.record}: {w}")
             if item.reject is not None:
                 reject(item.reject)
-            elif (paper := item.paper) is not None:  # a source item is a paper or a reject
-                if paper.pmcid in seen:
+            elif item.pmcid is not None:  # a record is a paper or a reject
+                if item.pmcid in seen:
                     counts["duplicates"] += 1
-                    warn(f"{item.source}, record {item.record}: duplicate pmcid {paper.pmcid}; the last one wins")
-                seen.add(paper.pmcid)
-                passages = split_passages(paper)
-                counts["passages"] += len(passages)
-                build.add(paper, passages)
+                    warn(f"{item.source}, record {item.record}: duplicate pmcid {item.pmcid}; the last one wins")
+                seen.add(item.pmcid)
+                counts["passages"] += item.passages
+                build.add_prepared(item.prepared)
             if n % commit_every == 0:
                 commit(n)
             if progress:
-                progress(n, total)
+                progress(n, max(n, n * units.total_bytes // item.end) if item.end else None)
+        preparing.close()  # every worker's part is done: free their memory before the writer's last commit
+        if progress and n:
+            progress(n, n)
         commit(n)
         indexed = build.count()
         if counts["read"] == 0 and not consumed:
@@ -132,6 +269,7 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
             raise err from exc
         raise
     finally:
+        preparing.close()  # chunks not started are dropped, running ones finish (workers ignore Ctrl-C)
         if rejects is not None:
             rejects.close()
     return IndexSummary(read=counts["read"], indexed=indexed, rejected=counts["rejected"],

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -31,6 +32,37 @@ class SourceItem:
     paper: Paper | None = None
     reject: Reject | None = None
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Unit:
+    """One record in its raw form (a JSONL line, a decoded record, an XML file's path), cheap to read and to pickle.
+
+    Reading units is the only sequential work; ``parse_unit`` turns each into its ``SourceItem``, in a worker process
+    when the indexer runs a pool. ``parse`` is a module-level function (it pickles by reference) called as
+    ``parse(source, record, payload)``. ``end`` is how many bytes of the input are read once this unit is (exact for
+    JSONL, an estimate for formats read whole or by batches), so a progress bar can show a share without counting.
+    """
+
+    parse: Callable[[str, int, Any], SourceItem]
+    source: str
+    record: int
+    payload: Any
+    end: int = 0
+
+
+def parse_unit(unit: Unit) -> SourceItem:
+    """The item of one unit: a paper or a reject."""
+    return unit.parse(unit.source, unit.record, unit.payload)
+
+
+def _given(source: str, record: int, item: SourceItem) -> SourceItem:
+    return item
+
+
+def item_unit(item: SourceItem, end: int = 0) -> Unit:
+    """A unit for an item already made while reading (a file that cannot be read is a reject at once)."""
+    return Unit(_given, item.source, item.record, item, end)
 
 
 class IdMap:
@@ -154,6 +186,26 @@ def paper_item(source: str, record: int, paper: Paper, warnings: list[str]) -> S
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading bytes, transparently gunzipping ``*.gz``."""
     return cast(BinaryIO, gzip.open(path, "rb")) if path.suffix == ".gz" else path.open("rb")
+
+
+@contextmanager
+def open_measured(path: Path) -> Iterator[tuple[BinaryIO, Callable[[], int]]]:
+    """``open_binary`` and a function giving how many bytes of the file on disk were read so far (for ``*.gz`` the
+    compressed bytes, as far as the decompressor has buffered them)."""
+    with path.open("rb") as raw:
+        if path.suffix == ".gz":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+                yield cast(BinaryIO, fh), raw.tell
+        else:
+            yield raw, raw.tell
+
+
+def file_size(path: Path) -> int:
+    """A file's size on disk, 0 when it cannot be read (reading it then reports why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def data_suffix(path: Path) -> str:

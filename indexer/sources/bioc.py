@@ -21,13 +21,17 @@ from lxml import etree
 from indexer.sources.base import (
     IdMap,
     SourceItem,
+    Unit,
     clean_text,
     data_suffix,
+    file_size,
+    item_unit,
     join_paragraphs,
     normalize_pmcid,
     normalize_pmid,
     normalize_year,
     open_binary,
+    open_measured,
     paper_item,
     reject_item,
 )
@@ -164,20 +168,27 @@ def _xml_document(el) -> dict:
     return {"id": clean_text(el.findtext("id") or ""), "infons": infons(el), "passages": passages}
 
 
-def _read_xml(path: Path) -> Iterator[SourceItem]:
-    src, number = str(path), 0
+def _parse_document(source: str, record: int, doc: Any) -> SourceItem:
+    return paper_from_document(doc, source, record)
+
+
+def _xml_units(path: Path) -> Iterator[Unit]:
+    """Documents as the dicts of BioC JSON, parsed incrementally (``end``: the bytes the XML parser has read)."""
+    src, number, read = str(path), 0, 0
     try:
-        for _, el in etree.iterparse(str(path), events=("end",), tag="document", recover=False,
-                                     resolve_entities=False, no_network=True, huge_tree=True):
-            number += 1
-            yield paper_from_document(_xml_document(el), src, number)
-            el.clear()
-            while el.getprevious() is not None:
-                del el.getparent()[0]
+        with open_measured(path) as (fh, tell):
+            for _, el in etree.iterparse(fh, events=("end",), tag="document", recover=False,
+                                         resolve_entities=False, no_network=True, huge_tree=True):
+                number += 1
+                read = tell()
+                yield Unit(_parse_document, src, number, _xml_document(el), read)
+                el.clear()
+                while el.getprevious() is not None:
+                    del el.getparent()[0]
     except etree.XMLSyntaxError as exc:
-        yield reject_item(src, number + 1, f"malformed XML: {exc}")
-    except OSError as exc:
-        yield reject_item(src, number + 1 if number else 0, f"cannot read file: {exc}")
+        yield item_unit(reject_item(src, number + 1, f"malformed XML: {exc}"), read)
+    except (OSError, EOFError) as exc:
+        yield item_unit(reject_item(src, number + 1 if number else 0, f"cannot read file: {exc}"), read)
 
 
 def _json_documents(path: Path) -> list:
@@ -195,19 +206,20 @@ def _json_documents(path: Path) -> list:
     return documents
 
 
-def _read_json(path: Path) -> Iterator[SourceItem]:
+def _json_units(path: Path) -> Iterator[Unit]:
     try:
         documents = _json_documents(path)
     except (OSError, EOFError, ValueError) as exc:
-        yield reject_item(str(path), 0, f"cannot read BioC JSON: {exc}")
+        yield item_unit(reject_item(str(path), 0, f"cannot read BioC JSON: {exc}"))
         return
+    size = file_size(path)
     for number, doc in enumerate(documents, 1):
-        yield paper_from_document(doc, str(path), number)
+        yield Unit(_parse_document, str(path), number, doc, size * number // len(documents))
 
 
-def read(path: Path, id_map: IdMap | None = None) -> Iterator[SourceItem]:
+def units(path: Path, id_map: IdMap | None = None) -> Iterator[Unit]:
     """Every document of one BioC XML or JSON file (``id_map`` is not used: BioC documents carry their ids)."""
-    yield from (_read_json(path) if data_suffix(path) == ".json" else _read_xml(path))
+    yield from (_json_units(path) if data_suffix(path) == ".json" else _xml_units(path))
 
 
 def count(path: Path) -> int | None:

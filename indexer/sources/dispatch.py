@@ -1,6 +1,6 @@
 """Format detection and dispatch: which reader reads a file (by suffix and a peek at the content), folders walked
-for data files, and every record of every input in order, a file of unknown format or with no record being one
-reject (record 0)."""
+for data files, and every record of every input in order (as raw ``Unit``s, or parsed), a file of unknown format or
+with no record being one reject (record 0)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,13 @@ from indexer.sources.base import (
     HF_METADATA,
     IdMap,
     SourceItem,
+    Unit,
     data_suffix,
+    file_size,
     is_hf_dataset_dir,
+    item_unit,
     open_binary,
+    parse_unit,
     reject_item,
 )
 from search.core.errors import InputError
@@ -117,6 +121,31 @@ def _check_format(fmt: str) -> None:
         raise InputError(f"unknown format {fmt!r}: use one of auto, {', '.join(FORMATS)}")
 
 
+class Units:
+    """Every record of every input as a ``Unit``, in order, and the inputs' size (``total_bytes``): the ``end`` of a
+    unit counts up to it across the inputs, so ``done * total_bytes / end`` estimates the number of records."""
+
+    def __init__(self, inputs: list[Path], fmt: str, id_map: IdMap | None):
+        self.inputs, self.fmt, self.id_map = inputs, fmt, id_map
+        self.sizes = [_input_size(p) for p in inputs]
+        self.total_bytes = sum(self.sizes)
+
+    def __iter__(self) -> Iterator[Unit]:
+        offset = last = 0
+        for path, size in zip(self.inputs, self.sizes, strict=True):
+            for unit in _file_units(path, self.fmt, self.id_map):
+                unit.end = last = max(last, offset + min(unit.end, size))
+                yield unit
+            offset += size
+
+
+def iter_units(paths: Iterable[Path], fmt: str = "auto", id_map: IdMap | None = None) -> Units:
+    """Every record of every input as a ``Unit`` (folders walked, sorted); bad paths and an unknown ``fmt`` raise
+    before anything is read."""
+    _check_format(fmt)
+    return Units(_inputs(paths), fmt, id_map)
+
+
 def iter_records(paths: Iterable[Path], fmt: str = "auto", id_map: IdMap | None = None,
                  strict: bool = False) -> Iterator[SourceItem]:
     """Every record of every input, in order: folders are walked (sorted) for known files.
@@ -124,34 +153,41 @@ def iter_records(paths: Iterable[Path], fmt: str = "auto", id_map: IdMap | None 
     With ``strict=True`` the first reject raises ``InputError`` naming source, record and field. Bad paths and an
     unknown ``fmt`` raise before anything is read.
     """
-    _check_format(fmt)
-    inputs = _inputs(paths)
-    return _iter(inputs, fmt, id_map, strict)
+    return _iter(iter_units(paths, fmt, id_map), strict)
 
 
-def _file_items(path: Path, fmt: str, id_map: IdMap | None) -> Iterator[SourceItem]:
+def _input_size(path: Path) -> int:
+    if not is_hf_dataset_dir(path):
+        return file_size(path)
+    try:
+        return sum(map(file_size, flyaoc.hf_arrow_files(path)))
+    except InputError:
+        return 0
+
+
+def _file_units(path: Path, fmt: str, id_map: IdMap | None) -> Iterator[Unit]:
     """The records of one input; a file of unknown format, or one that holds no record, is one reject (record 0)."""
     if not _is_data(path):
-        yield reject_item(str(path), 0, f"not read: unknown input format {data_suffix(path) or '(no suffix)'!r} "
-                                        f"(expected {', '.join(_DATA_SUFFIXES)}, optionally gzipped)")
+        yield item_unit(reject_item(str(path), 0, f"not read: unknown input format "
+                                                  f"{data_suffix(path) or '(no suffix)'!r} (expected "
+                                                  f"{', '.join(_DATA_SUFFIXES)}, optionally gzipped)"))
         return
     empty = True
-    for item in _reader(detect_format(path) if fmt == "auto" else fmt).read(path, id_map):
+    for unit in _reader(detect_format(path) if fmt == "auto" else fmt).units(path, id_map):
         empty = False
-        yield item
+        yield unit
     if empty:
         size = path.stat().st_size if path.is_file() else None
-        yield reject_item(str(path), 0, "the file is empty" if size == 0 else "no records in the input")
+        yield item_unit(reject_item(str(path), 0, "the file is empty" if size == 0 else "no records in the input"))
 
 
-def _iter(inputs: list[Path], fmt: str, id_map: IdMap | None, strict: bool) -> Iterator[SourceItem]:
-    for path in inputs:
-        for item in _file_items(path, fmt, id_map):
-            if strict and item.reject is not None:
-                r = item.reject
-                raise InputError(f"{r.source} record {r.record}" + (f", field {r.field}" if r.field else "")
-                                 + f": {r.reason}", source=r.source, record=r.record, field=r.field, pmcid=r.pmcid)
-            yield item
+def _iter(units: Iterable[Unit], strict: bool) -> Iterator[SourceItem]:
+    for item in map(parse_unit, units):
+        if strict and item.reject is not None:
+            r = item.reject
+            raise InputError(f"{r.source} record {r.record}" + (f", field {r.field}" if r.field else "")
+                             + f": {r.reason}", source=r.source, record=r.record, field=r.field, pmcid=r.pmcid)
+        yield item
 
 
 def count_records(paths: Iterable[Path], fmt: str = "auto") -> int | None:

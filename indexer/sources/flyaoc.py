@@ -11,21 +11,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from indexer.sources.base import (
     IdMap,
     SourceItem,
+    Unit,
     clean_text,
     data_suffix,
+    file_size,
     is_hf_dataset_dir,
+    item_unit,
     join_paragraphs,
     normalize_pmcid,
     normalize_pmid,
     normalize_year,
     open_binary,
+    open_measured,
     paper_item,
     reject_item,
     split_blank_lines,
@@ -162,25 +166,32 @@ def paper_from_record(rec: Any, source: str, record: int) -> SourceItem:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# file readers
+# file readers: units are read in order; ``_parse_line`` and ``_parse_record`` run wherever the units are sent
 
-def _read_jsonl(path: Path) -> Iterator[SourceItem]:
-    src, number = str(path), 0
+def _parse_line(source: str, record: int, raw: bytes) -> SourceItem:
+    """One JSONL line → a paper, or a reject (a malformed line names the pmcid it seems to hold)."""
     try:
-        with open_binary(path) as fh:
+        rec = json.loads(raw.decode("utf-8-sig"))
+    except ValueError as exc:  # includes UnicodeDecodeError
+        m = _PMCID_IN_LINE.search(raw.decode("utf-8", "replace"))
+        return reject_item(source, record, f"malformed JSON line: {exc}", pmcid=m.group(1) if m else None)
+    return paper_from_record(rec, source, record)
+
+
+def _parse_record(source: str, record: int, rec: Any) -> SourceItem:
+    return paper_from_record(rec, source, record)
+
+
+def _jsonl_units(path: Path) -> Iterator[Unit]:
+    src, number, read = str(path), 0, 0
+    try:
+        with open_measured(path) as (fh, tell):
             for number, raw in enumerate(fh, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    rec = json.loads(raw.decode("utf-8-sig"))
-                except ValueError as exc:  # includes UnicodeDecodeError
-                    m = _PMCID_IN_LINE.search(raw.decode("utf-8", "replace"))
-                    pmcid = m.group(1) if m else None
-                    yield reject_item(src, number, f"malformed JSON line: {exc}", pmcid=pmcid)
-                    continue
-                yield paper_from_record(rec, src, number)
+                if raw.strip():
+                    read = tell()
+                    yield Unit(_parse_line, src, number, raw, read)
     except (OSError, EOFError) as exc:
-        yield reject_item(src, number + 1 if number else 0, f"cannot read file: {exc}")
+        yield item_unit(reject_item(src, number + 1 if number else 0, f"cannot read file: {exc}"), read)
 
 
 def _json_records(path: Path) -> list:
@@ -193,14 +204,15 @@ def _json_records(path: Path) -> list:
     raise ValueError(f'expected a JSON array of records or {{"data": [...]}}, got {_type_name(doc)}')
 
 
-def _read_json(path: Path) -> Iterator[SourceItem]:
+def _json_units(path: Path) -> Iterator[Unit]:
     try:
         records = _json_records(path)
     except (OSError, EOFError, ValueError) as exc:
-        yield reject_item(str(path), 0, f"cannot read JSON: {exc}")
+        yield item_unit(reject_item(str(path), 0, f"cannot read JSON: {exc}"))
         return
+    size = file_size(path)
     for number, rec in enumerate(records, 1):
-        yield paper_from_record(rec, str(path), number)
+        yield Unit(_parse_record, str(path), number, rec, size * number // len(records))
 
 
 def _pyarrow() -> Any:
@@ -228,16 +240,30 @@ def _arrow_batches(path: Path) -> Iterator[Any]:
         yield from reader
 
 
-def _read_batches(path: Path, batches: Iterator[Any]) -> Iterator[SourceItem]:
+def _parquet_rows(path: Path) -> int:
+    return require("pyarrow.parquet", "hf", "reading Parquet inputs").ParquetFile(path).metadata.num_rows
+
+
+def _batch_units(path: Path, batches: Iterator[Any], start: int = 0,
+                 rows: Callable[[Path], int] | None = None) -> Iterator[Unit]:
+    """Rows as records. ``end`` is the file's share of rows read where ``rows`` counts them from metadata, else grows
+    with the batches' decoded size, capped at the file's; ``start`` is the bytes of the input before this file (a
+    Hugging Face folder holds several)."""
     pa = _pyarrow()
-    src, number = str(path), 0
+    src, number, read, size, decoded = str(path), 0, start, file_size(path), 0
     try:
+        total = rows(path) if rows else 0
         for batch in batches:
-            for rec in batch.to_pylist():
+            records = batch.to_pylist()
+            for i, rec in enumerate(records, 1):
                 number += 1
-                yield paper_from_record(rec, src, number)
+                share = size * number // total if total else decoded + batch.nbytes * i // len(records)
+                read = start + min(size, share)
+                yield Unit(_parse_record, src, number, rec, read)
+            decoded += batch.nbytes
     except (OSError, pa.ArrowException) as exc:
-        yield reject_item(src, number + 1 if number else 0, f"cannot read {path.suffix.lstrip('.')} data: {exc}")
+        yield item_unit(reject_item(src, number + 1 if number else 0,
+                                    f"cannot read {path.suffix.lstrip('.')} data: {exc}"), read)
 
 
 def hf_arrow_files(folder: Path) -> list[Path]:
@@ -253,26 +279,28 @@ def hf_arrow_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.arrow"))
 
 
-def read(path: Path, id_map: IdMap | None = None) -> Iterator[SourceItem]:
+def units(path: Path, id_map: IdMap | None = None) -> Iterator[Unit]:
     """Every record of one FlyAOC export file or Hugging Face dataset folder (``id_map`` is not used)."""
     if is_hf_dataset_dir(path):
         try:
             files = hf_arrow_files(path)
         except InputError as exc:
-            yield reject_item(str(path), 0, exc.message)
+            yield item_unit(reject_item(str(path), 0, exc.message))
             return
+        start = 0
         for arrow in files:
-            yield from _read_batches(arrow, _arrow_batches(arrow))
+            yield from _batch_units(arrow, _arrow_batches(arrow), start)
+            start += file_size(arrow)
         return
     suffix = data_suffix(path)
     if suffix == ".parquet":
-        yield from _read_batches(path, _parquet_batches(path))
+        yield from _batch_units(path, _parquet_batches(path), rows=_parquet_rows)
     elif suffix == ".arrow":
-        yield from _read_batches(path, _arrow_batches(path))
+        yield from _batch_units(path, _arrow_batches(path))
     elif suffix == ".json":
-        yield from _read_json(path)
+        yield from _json_units(path)
     else:
-        yield from _read_jsonl(path)
+        yield from _jsonl_units(path)
 
 
 def count(path: Path) -> int | None:
@@ -285,7 +313,7 @@ def count(path: Path) -> int | None:
             return sum(_arrow_rows(p) for p in hf_arrow_files(path))
         suffix = data_suffix(path)
         if suffix == ".parquet":
-            return require("pyarrow.parquet", "hf", "reading Parquet inputs").ParquetFile(path).metadata.num_rows
+            return _parquet_rows(path)
         if suffix == ".arrow":
             return _arrow_rows(path)
         if suffix == ".json":

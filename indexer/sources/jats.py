@@ -21,7 +21,9 @@ from lxml import etree
 from indexer.sources.base import (
     IdMap,
     SourceItem,
+    Unit,
     clean_text,
+    file_size,
     join_paragraphs,
     normalize_pmcid,
     normalize_pmid,
@@ -204,8 +206,8 @@ def _ids(meta) -> dict[str, str]:
     return ids
 
 
-def paper_from_article(root, path: Path, id_map: IdMap | None) -> SourceItem:
-    """The paper in one parsed ``<article>``."""
+def paper_from_article(root, path: Path, mapped: tuple[str | None, str | None] | None) -> SourceItem:
+    """The paper in one parsed ``<article>``; ``mapped`` is the id map's (PMCID, PMID) for the file, if any."""
     src = str(path)
     if _name(root) != "article":
         return reject_item(src, 1, f"root element is <{_name(root)}>, expected <article>")
@@ -224,7 +226,7 @@ def paper_from_article(root, path: Path, id_map: IdMap | None) -> SourceItem:
             pmid = normalize_pmid(ids["pmid"])
         except InputError as exc:
             warnings.append(f"article-id pmid: {exc.message}; left empty")
-    mapped_pmcid, mapped_pmid = (id_map.lookup(path.name) if id_map else None) or (None, None)
+    mapped_pmcid, mapped_pmid = mapped or (None, None)
     if pmcid and mapped_pmcid and mapped_pmcid != pmcid:
         warnings.append(f"id map gives {mapped_pmcid} for this file but the article says {pmcid}; kept {pmcid}")
     pmcid = pmcid or mapped_pmcid
@@ -260,17 +262,20 @@ def paper_from_article(root, path: Path, id_map: IdMap | None) -> SourceItem:
     return paper_item(src, 1, paper, warnings)
 
 
-def read(path: Path, id_map: IdMap | None = None) -> Iterator[SourceItem]:
+def _parse_file(source: str, record: int, mapped: tuple[str | None, str | None] | None) -> SourceItem:
     """The one article of a JATS file; malformed XML is a reject quoting the parser's message and line."""
     try:
-        root = etree.parse(str(path), _PARSER).getroot()
+        root = etree.parse(source, _PARSER).getroot()
     except etree.XMLSyntaxError as exc:
-        yield reject_item(str(path), 1, f"malformed XML: {exc}")
-        return
+        return reject_item(source, record, f"malformed XML: {exc}")
     except OSError as exc:
-        yield reject_item(str(path), 1, f"cannot read file: {exc}")
-        return
-    yield paper_from_article(root, path, id_map)
+        return reject_item(source, record, f"cannot read file: {exc}")
+    return paper_from_article(root, Path(source), mapped)
+
+
+def units(path: Path, id_map: IdMap | None = None) -> Iterator[Unit]:
+    """One unit per file: the file is read and parsed where the unit is parsed."""
+    yield Unit(_parse_file, str(path), 1, id_map.lookup(path.name) if id_map else None, file_size(path))
 
 
 def count(path: Path) -> int:

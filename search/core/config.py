@@ -87,6 +87,9 @@ class Settings(BaseSettings):
                                      "this share of the live build's papers (--allow-shrink / allow_shrink overrides)")
     build_idle_timeout_s: float = Field(900.0, ge=0.0, description="An API build unused this long is aborted and "
                                         "its collection unlocked")
+    index_workers: int | None = Field(None, ge=1, le=64, description="Processes that parse and prepare records "
+                                      "for the one writer (1: none, all in the indexing process); default: the "
+                                      "usable cores, at most 8, and 1 for inputs under 4 MiB")
     index_threads: int | None = Field(None, ge=1, le=64, description="Indexing threads of each of the embedded "
                                       "engine's two writers; default: a third of the cores (at least 1, at most 8)")
 
