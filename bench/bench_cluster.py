@@ -267,8 +267,9 @@ def report(r: dict) -> str:
     for key, s in r["search"].items():
         name, clients, *snip = key.split("/")
         rows.append([name, clients, "yes" if snip else "no", s["n"], s["p50_ms"], s["p99_ms"], s["qps"], s["errors"]])
-    out.append("\n" + markdown_table(["engine", "clients", "snippets", "searches", "p50 ms", "p99 ms", "queries/s",
-                                      "errors"], rows))
+    if rows:
+        out.append("\n" + markdown_table(["engine", "clients", "snippets", "searches", "p50 ms", "p99 ms",
+                                          "queries/s", "errors"], rows))
     if p := r["parity"]:
         out.append(f"\nParity over the {p['queries']} benchmark queries: mean top-10 overlap "
                    f"{p['mean_top10_overlap']}.\n")
