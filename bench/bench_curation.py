@@ -5,8 +5,10 @@ lexical agents. Numbers go to docs/curation.md.
     python bench/bench_curation.py batch --genes 100 --concurrency 16 [--out bench/results/curation_batch.json]
 
 ``craft`` indexes the 97 CRAFT articles and GO (../shared/data), serves them, reads every article of the split
-through the API, recognises GO terms in all of its text and scores per-article GO-id sets per aspect against
-CRAFT's gold (alt ids mapped to primary ids through the API). Nothing is fitted to the gold.
+through the API, recognises GO terms in all of its text (``TermDictionary.recognise``, the lexical curator's
+recogniser) and scores per-article GO-id sets per aspect against CRAFT's gold (alt ids mapped to primary ids through
+the API), and mention spans with their ids after aligning the service's paragraphs to CRAFT's plain text, to which
+CRAFT's offsets refer. Nothing is fitted to the gold; develop on ``--split train``, report ``test``.
 ``batch`` generates a sample corpus about ``--genes`` genes, serves it and runs ``flysift curate batch --agent
 lexical``; then reads the traces for per-tool service latency.
 """
@@ -20,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +32,7 @@ sys.path.insert(0, str(REPO))
 import click  # noqa: E402
 
 from bench.common import flysift_command, free_port, latency_summary, machine, served, write_json  # noqa: E402
-from curation.lexical import dictionary_for, paper_units  # noqa: E402
+from curation.lexical import dictionary_for, paper_units, sentences  # noqa: E402
 from indexer.synthetic import read_genes_tsv, write_genes_tsv  # noqa: E402
 from search.client import Client, NotFoundError  # noqa: E402
 from search.core.models import Gene  # noqa: E402
@@ -40,32 +43,78 @@ CRAFT = SHARED / "craft"
 ASPECTS = {"P": "go_bp", "C": "go_cc", "F": "go_mf"}
 
 
-def _gold(split: str) -> tuple[list[str], dict[str, dict[str, set[str]]], dict[str, str]]:
-    """Article ids of the split, gold GO ids per article and aspect, and PMID -> PMCID."""
+@dataclass(frozen=True)
+class Mention:
+    aspect: str
+    start: int
+    end: int
+    pieces: int       # CRAFT's discontinuous mentions have several; a contiguous prediction never equals them
+    concept: str
+
+
+def _gold(split: str) -> tuple[list[str], dict[str, list[Mention]], dict[str, str]]:
+    """Article ids of the split, gold GO mentions per article (offsets into CRAFT's plain text), PMID -> PMCID."""
     ids = (CRAFT / "ids" / f"craft-ids-{split}.txt").read_text().split()
     pmcid = {}
     for line in (CRAFT / "ids" / "craft-idmappings.txt").read_text().splitlines()[1:]:
         _, pmc, pmid = line.split("\t")
         pmcid[pmid.strip()] = pmc.strip()
-    gold: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    gold: dict[str, list[Mention]] = defaultdict(list)
     for aspect, name in ASPECTS.items():
         with open(CRAFT / "annotations" / f"{name}.jsonl", encoding="utf-8") as fh:
             for line in fh:
                 row = json.loads(line)
                 if row["concept_id"].startswith("GO:"):
-                    gold[row["article_id"]][aspect].add(row["concept_id"])
+                    gold[row["article_id"]].append(Mention(aspect, row["start"], row["end"], len(row["spans"]),
+                                                           row["concept_id"]))
     return ids, gold, pmcid
 
 
-def _f1(pred: set[str], gold: set[str]) -> tuple[float, float, float]:
+def _f1(pred: set, gold: set) -> tuple[float, float, float]:
     tp = len(pred & gold)
     p = tp / len(pred) if pred else (1.0 if not gold else 0.0)
     r = tp / len(gold) if gold else (1.0 if not pred else 0.0)
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
+def align(units: list[str], txt: str) -> list[list[tuple[int, int, int]]]:
+    """Where each paragraph the service returned sits in CRAFT's plain text: per paragraph, pieces ``(start in the
+    paragraph, start in the text, length)``. A paragraph found whole is one piece; otherwise each of its sentences
+    found verbatim is one (CRAFT's text lays out abstracts and captions differently); text found nowhere has none."""
+    out: list[list[tuple[int, int, int]]] = []
+    pos = 0
+    for text in units:
+        at = txt.find(text, pos)
+        at = at if at >= 0 else txt.find(text)
+        if at >= 0:
+            out.append([(0, at, len(text))])
+            pos = at + len(text)
+            continue
+        pieces = []
+        for s, e in sentences(text):
+            sent = text[s:e].strip()
+            if len(sent) < 20:
+                continue
+            s += text[s:e].index(sent)
+            found = txt.find(sent, pos)
+            found = found if found >= 0 else txt.find(sent)
+            if found >= 0:
+                pieces.append((s, found, len(sent)))
+        out.append(pieces)
+    return out
+
+
+def _project(pieces: list[tuple[int, int, int]], start: int, end: int) -> tuple[int, int] | None:
+    for ps, ts, n in pieces:
+        if ps <= start and end <= ps + n:
+            return ts + start - ps, ts + end - ps
+    return None
+
+
 def craft_scores(client: Client, split: str) -> dict:
-    """Per-article GO-id set precision/recall/F1 per aspect (macro over articles) and pooled micro counts."""
+    """Per aspect: per-article GO-id sets (precision/recall/F1, macro over articles, and micro counts) and mention
+    spans with their ids (exact and overlapping), over the recogniser's matches in every paragraph of each article
+    as the service returns it, mapped to CRAFT's offsets by :func:`align`."""
     t0 = time.perf_counter()
     terms = dictionary_for(client)
     dict_s = time.perf_counter() - t0
@@ -82,25 +131,46 @@ def craft_scores(client: Client, split: str) -> dict:
 
     per: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     micro: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    spans: dict[str, Counter[str]] = defaultdict(Counter)
     t1 = time.perf_counter()
     for art in ids:
-        units = [u for page in client.iter_paper_pages(pmcid[art], max_chars=1_000_000) for u in paper_units(page)]
-        abbrevs: dict[str, str] = {}
-        for u in units:
-            abbrevs.update(terms.abbreviations(u.text))
+        units = [u.text for page in client.iter_paper_pages(pmcid[art], max_chars=1_000_000) for u in paper_units(page)]
+        txt = (CRAFT / "articles" / "txt" / f"{art}.txt").read_text(encoding="utf-8")
+        pieces = align(units, txt)
+        covered = sorted((ts, ts + n) for ps in pieces for _, ts, n in ps)
         found: dict[str, set[str]] = defaultdict(set)
-        for u in units:
-            for m in terms.find(u.text, abbrevs):
+        predicted: dict[str, set[tuple[int, int, str]]] = defaultdict(set)
+        for text_pieces, matches in zip(pieces, terms.recognise(units), strict=True):
+            for m in matches:
                 if m.term.ontology == "go" and m.term.aspect:
                     found[m.term.aspect].add(m.term.id)
+                    at = _project(text_pieces, m.start, m.end)
+                    if at:
+                        predicted[m.term.aspect].add((*at, m.term.id))
+                    else:
+                        spans[m.term.aspect]["predicted_unaligned"] += 1
         for aspect in ASPECTS:
-            g = {x for x in (canonical(i) for i in gold[art][aspect]) if x}
-            per[aspect].append(_f1(found[aspect], g))
-            micro[aspect][0] += len(found[aspect] & g)
+            mentions = [(g, canonical(g.concept)) for g in gold[art] if g.aspect == aspect]
+            g_ids = {c for _, c in mentions if c}
+            per[aspect].append(_f1(found[aspect], g_ids))
+            micro[aspect][0] += len(found[aspect] & g_ids)
             micro[aspect][1] += len(found[aspect])
-            micro[aspect][2] += len(g)
+            micro[aspect][2] += len(g_ids)
+            gold_spans = {(g.start, g.end, c) for g, c in mentions if c}
+            contiguous = {(g.start, g.end, c) for g, c in mentions if c and g.pieces == 1}
+            pred = predicted[aspect]
+            sc = spans[aspect]
+            sc["gold"] += len(mentions)
+            sc["gold_in_aligned_text"] += sum(any(a <= g.start and g.end <= b for a, b in covered) for g, _ in mentions)
+            sc["predicted"] += len(pred)
+            sc["exact_tp"] += len(pred & contiguous)
+            sc["overlap_tp_pred"] += sum(any(c == i and s < ge and gs < e for gs, ge, c in gold_spans)
+                                         for s, e, i in pred)
+            sc["overlap_tp_gold"] += sum(any(c == i and s < ge and gs < e for s, e, i in pred)
+                                         for gs, ge, c in gold_spans)
     out: dict = {"split": split, "articles": len(ids), "dictionary_s": round(dict_s, 1),
-           "dictionary_terms": len(terms.terms), "recognise_s": round(time.perf_counter() - t1, 1), "aspects": {}}
+                 "dictionary_terms": len(terms.terms), "recognise_s": round(time.perf_counter() - t1, 1),
+                 "aspects": {}, "spans": {}}
     for aspect, name in ASPECTS.items():
         rows = per[aspect]
         tp, npred, ngold = micro[aspect]
@@ -110,6 +180,12 @@ def craft_scores(client: Client, split: str) -> dict:
             "f1": round(sum(r[2] for r in rows) / len(rows), 4),
             "micro_f1": round(2 * tp / (npred + ngold), 4) if npred + ngold else 0.0, "tp": tp,
             "predicted": npred, "gold": ngold}
+        sc = spans[aspect]
+        ep, er = sc["exact_tp"] / max(1, sc["predicted"]), sc["exact_tp"] / max(1, sc["gold"])
+        op, orr = sc["overlap_tp_pred"] / max(1, sc["predicted"]), sc["overlap_tp_gold"] / max(1, sc["gold"])
+        out["spans"][name] = {**sc, "exact_f1": round(2 * ep * er / (ep + er), 4) if ep + er else 0.0,
+                              "exact_precision": round(ep, 4), "exact_recall": round(er, 4),
+                              "overlap_f1": round(2 * op * orr / (op + orr), 4) if op + orr else 0.0}
     return out
 
 
@@ -140,7 +216,7 @@ def craft_cmd(url: str | None, split: str, out: Path) -> None:
                 result = craft_scores(Client(f"http://127.0.0.1:{port}", timeout=300), split)
     result["machine"] = machine()
     write_json(out, result)
-    click.echo(json.dumps(result["aspects"], indent=1))
+    click.echo(json.dumps({"ids": result["aspects"], "spans": result["spans"]}, indent=1))
 
 
 def trace_latencies(run_dir: Path) -> dict[str, dict[str, float]]:

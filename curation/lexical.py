@@ -19,6 +19,7 @@ from typing import Any
 from curation.agent import GeneResult, GeneTask, empty_usage, register
 from search.client import LABEL_PAGE_SIZE, BudgetExhausted, Client, ClientError, NotFoundError
 from search.core.models import PaperText
+from search.text.morphology import Morphology
 
 # ---- text units ------------------------------------------------------------------------------------------------------
 
@@ -88,25 +89,62 @@ class TermMatch:
     via: str  # "name", "synonym" or "abbreviation"
 
 
+#: the key under which a trie node keeps the labels that end there (never a token: tokens are non-empty)
+_END = ""
+#: a one-word synonym is a rewording of its term's name when it shares this many first letters with a name word
+#: (apoptosis / apoptotic process, mitosis / mitotic nuclear division); otherwise it names a related concept
+#: ("core" for viral nucleocapsid, "formation" for biosynthetic process). Set a priori, not fitted.
+REWORDING_PREFIX = 4
+#: derivational endings the shared morphology lacks, applied to label words only (cytoplasm → cytoplasmic)
+EXTRA_DERIVATIONS = ("ic",)
+
+
+def _acronym(label: str) -> bool:
+    """A short label without spaces written with capitals (``CNS``, ``ER``, ``Golgi``): matched case-sensitively."""
+    return len(label) <= 5 and any(c.isupper() for c in label) and " " not in label
+
+
+def _rewording(word: str, name: str) -> bool:
+    return any(w[:REWORDING_PREFIX] == word[:REWORDING_PREFIX] for w, _, _ in tokens(name))
+
+
+def _pick(entries: list[tuple[str, str]] | None) -> tuple[str, str] | None:
+    """The term a label names: a term's name comes before other terms' synonyms (entries are kept in that order)."""
+    return entries[0] if entries else None
+
+
 @dataclass
 class TermDictionary:
-    """Names and synonyms of every live term, keyed by their normalised token sequence. Short labels written
-    with capitals (``ER``, ``Golgi``) are kept case-sensitive so that ordinary words do not match them."""
+    """Names and synonyms of every live term in a trie over their normalised tokens. Short labels written with
+    capitals (``ER``, ``Golgi``) are kept case-sensitive so that ordinary words do not match them. Where one label
+    belongs to several terms, a term's name comes before another's synonym. Words of the text also match the label
+    words they inflect or derive from (``translated`` → translation, ``nuclear`` → nucleus), through the
+    morphology the service uses for term search (:mod:`search.text.morphology`), learned here from the labels."""
 
     terms: dict[str, TermInfo]
-    labels: dict[tuple[str, ...], list[tuple[str, str]]] = field(default_factory=dict)  # key -> [(term id, via)]
+    trie: dict[str, Any] = field(default_factory=dict)
     cased: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    max_len: int = 1
+    #: term id -> its lower-case labels that are not acronyms (an acronym counts where the paper names the term)
+    long_forms: dict[str, list[str]] = field(default_factory=dict)
+    morphology: Morphology | None = None
+    _forms: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def add(self, term_id: str, label: str, via: str) -> None:
         toks = tuple(t for t, _, _ in tokens(label))
         if not toks or (len(toks) == 1 and (toks[0] in _STOP or len(toks[0]) < 3)):
             return
-        if len(label) <= 5 and any(c.isupper() for c in label) and " " not in label:
-            self.cased.setdefault(label, []).append((term_id, via))
-            return
-        self.labels.setdefault(toks, []).append((term_id, via))
-        self.max_len = max(self.max_len, len(toks))
+        if _acronym(label):
+            entries = self.cased.setdefault(label, [])
+        else:
+            if via == "synonym" and len(toks) == 1 and not _rewording(toks[0], self.terms[term_id].name):
+                return
+            self.long_forms.setdefault(term_id, []).append(label.lower())
+            node = self.trie
+            for t in toks:
+                node = node.setdefault(t, {})
+            entries = node.setdefault(_END, [])
+        entries.append((term_id, via))
+        entries.sort(key=lambda e: e[1] != "name")   # stable: a name first, else the order added (by id)
 
     @classmethod
     def from_service(cls, client: Client, ontologies: Iterable[str] | None = None,
@@ -118,7 +156,7 @@ class TermDictionary:
         for ont in names:
             for page in client.iter_term_labels(ont, page_size=page_size):
                 out.extend(ont, page.terms)
-        return out
+        return out.learn_morphology()
 
     @classmethod
     def build(cls, terms: Iterable[Any]) -> TermDictionary:
@@ -127,7 +165,7 @@ class TermDictionary:
         for t in terms:
             if not t.obsolete:
                 out.extend(t.ontology, [t])
-        return out
+        return out.learn_morphology()
 
     def extend(self, ontology: str, records: Iterable[Any]) -> None:
         """Add live term records (``TermLabels`` or ``Term``) of ``ontology``: names and synonyms of every scope but
@@ -141,23 +179,66 @@ class TermDictionary:
                 if syn.scope != "BROAD":
                     self.add(t.id, syn.text, "synonym")
 
+    def learn_morphology(self) -> TermDictionary:
+        """Learn which text words stand for which label words, from the label words themselves."""
+        vocab: set[str] = set()
+        stack = [self.trie]
+        while stack:
+            node = stack.pop()
+            for tok, child in node.items():
+                if tok != _END:
+                    vocab.add(tok)
+                    stack.append(child)
+        self.morphology = Morphology.learn(vocab)
+        for w in vocab:
+            for end in EXTRA_DERIVATIONS:
+                self.morphology.forms.setdefault(w + end, []).append(w)
+        self._forms.clear()
+        return self
+
+    def forms(self, token: str) -> tuple[str, ...]:
+        """Label words a (normalised) text word may stand for besides itself: its alternatives and theirs."""
+        got = self._forms.get(token)
+        if got is None:
+            alts: dict[str, None] = {}
+            if self.morphology is not None:
+                for a in self.morphology.alternatives(token):
+                    alts[a] = None
+                    alts.update(dict.fromkeys(self.morphology.alternatives(a)))
+            alts.pop(token, None)
+            if not token.endswith(("ed", "ing")):  # a bare noun names a thing, not the process (age, signal, bud)
+                alts = {a: None for a in alts if not a.endswith("ing")}
+            got = self._forms[token] = tuple(alts)
+        return got
+
+    def _longest(self, toks: list[tuple[str, int, int]], i: int) -> tuple[int, tuple[str, str]] | None:
+        """The longest label starting at token ``i`` (exact words preferred over inflected ones at equal length)."""
+        best: tuple[int, bool, tuple[str, str]] | None = None
+        stack: list[tuple[dict[str, Any], int, bool]] = [(self.trie, i, False)]
+        while stack:
+            node, j, varied = stack.pop()
+            entry = _pick(node.get(_END))
+            if entry and j > i and (best is None or j > best[0] or (j == best[0] and best[1] and not varied)):
+                best = (j, varied, entry)
+            if j < len(toks):
+                tok = toks[j][0]
+                if tok in node:
+                    stack.append((node[tok], j + 1, varied))
+                stack.extend((node[a], j + 1, True) for a in self.forms(tok) if a in node)
+        return None if best is None else (best[0] - i, best[2])
+
     def find(self, text: str, abbreviations: dict[str, str] | None = None) -> list[TermMatch]:
         """Leftmost-longest, non-overlapping matches of labels (and of the paper's own abbreviations) in ``text``."""
         toks = tokens(text)
-        raw = [text[s:e] for _, s, e in toks]
         out: list[TermMatch] = []
         i = 0
         while i < len(toks):
-            hit = None
-            for n in range(min(self.max_len, len(toks) - i), 0, -1):
-                found = self.labels.get(tuple(t for t, _, _ in toks[i:i + n]))
-                if found:
-                    hit = (n, found[0])
-                    break
-            if hit is None and raw[i] in self.cased:
-                hit = (1, self.cased[raw[i]][0])
-            if hit is None and abbreviations and raw[i] in abbreviations:
-                hit = (1, (abbreviations[raw[i]], "abbreviation"))
+            raw = text[toks[i][1]:toks[i][2]]
+            hit = self._longest(toks, i)
+            if hit is None and (entry := _pick(self.cased.get(raw))):
+                hit = (1, entry)
+            if hit is None and abbreviations and raw in abbreviations:
+                hit = (1, (abbreviations[raw], "abbreviation"))
             if hit is None:
                 i += 1
                 continue
@@ -166,6 +247,22 @@ class TermDictionary:
             out.append(TermMatch(self.terms[term_id], s, e, text[s:e], via))
             i += n
         return out
+
+    def supported(self, match: TermMatch, document: str) -> bool:
+        """Whether a match stands in ``document`` (its lower-case text): an acronym from the ontology (``BAC``,
+        ``TM``) only where the paper also names its term in full, since papers define the acronyms they use and
+        the same letters name other things elsewhere; every other match always."""
+        if match.via == "abbreviation" or not _acronym(match.text) or match.text not in self.cased:
+            return True
+        return any(form in document for form in self.long_forms.get(match.term.id, ()))
+
+    def recognise(self, texts: list[str]) -> list[list[TermMatch]]:
+        """The matches in each text of one paper: its own abbreviations used, acronyms checked against it."""
+        abbrevs: dict[str, str] = {}
+        for t in texts:
+            abbrevs.update(self.abbreviations(t))
+        document = "\n".join(texts).lower()
+        return [[m for m in self.find(t, abbrevs) if self.supported(m, document)] for t in texts]
 
     def abbreviations(self, text: str) -> dict[str, str]:
         """Short forms the text defines for a recognised term: "endoplasmic reticulum (ER)" makes ER mean it."""
@@ -244,7 +341,13 @@ class Candidate:
 
 def collect(units: Iterable[Unit], gene: re.Pattern[str], terms: TermDictionary,
             abbreviations: dict[str, dict[str, str]]) -> dict[str, Candidate]:
-    """Term mentions in sentences that name the gene, weighted by section and distance to the gene mention."""
+    """Term mentions in sentences that name the gene, weighted by section and distance to the gene mention (an
+    acronym only in a paper that also names its term in full)."""
+    units = list(units)
+    texts: dict[str, list[str]] = defaultdict(list)
+    for u in units:
+        texts[u.pmcid].append(u.text)
+    documents = {pmcid: "\n".join(ts).lower() for pmcid, ts in texts.items()}
     cands: dict[str, Candidate] = {}
     for u in units:
         for s, e in sentences(u.text):
@@ -253,6 +356,8 @@ def collect(units: Iterable[Unit], gene: re.Pattern[str], terms: TermDictionary,
             if not genes:
                 continue
             for tm in terms.find(sent, abbreviations.get(u.pmcid)):
+                if not terms.supported(tm, documents[u.pmcid]):
+                    continue
                 dist = min(abs(g - tm.start) for g in genes)
                 w = SECTION_WEIGHT.get(u.section, OTHER_SECTION_WEIGHT) * HALF_DISTANCE / (HALF_DISTANCE + dist)
                 c = cands.setdefault(tm.term.id, Candidate(tm.term))

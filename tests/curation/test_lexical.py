@@ -54,6 +54,48 @@ def test_abbreviation_defined_in_the_paper():
                                                                 ("EnR", "abbreviation"), ("EnR", "abbreviation")]
 
 
+def _terms(*rows: tuple) -> TermDictionary:
+    """A dictionary over hand-made GO terms: (id, name, aspect, synonyms[, depth])."""
+    from search.core.models import Synonym, Term
+
+    return TermDictionary.build([Term(id=r[0], ontology="go", name=r[1], aspect=r[2],
+                                      synonyms=[Synonym(text=s, scope="RELATED") for s in r[3]],
+                                      depth=r[4] if len(r) > 4 else 3) for r in rows])
+
+
+def test_a_name_comes_before_another_terms_synonym():
+    d = _terms(("GO:0000747", "conjugation with cellular fusion", "P", ["mating"]),
+               ("GO:0007618", "mating", "P", []))
+    assert [(m.term.id, m.via) for m in d.find("after mating")] == [("GO:0007618", "name")]
+
+
+def test_inflected_and_derived_words_match_their_label_words():
+    d = _terms(("GO:0006412", "translation", "P", []), ("GO:0005634", "nucleus", "C", []),
+               ("GO:0005737", "cytoplasm", "C", []), ("GO:0023052", "signaling", "P", []),
+               ("GO:0031965", "nuclear membrane", "C", []))
+    found = [(m.text, m.term.id) for m in d.find("It is translated in nuclear and cytoplasmic pools.")]
+    assert found == [("translated", "GO:0006412"), ("nuclear", "GO:0005634"), ("cytoplasmic", "GO:0005737")]
+    # an exact label wins over a derived reading; a bare noun does not stand for its -ing process
+    assert [m.term.id for m in d.find("the nuclear membrane")] == ["GO:0031965"]
+    assert d.find("a strong signal") == [] and [m.term.id for m in d.find("it signaled")] == ["GO:0023052"]
+
+
+def test_one_word_synonyms_count_only_as_rewordings_of_the_name():
+    d = _terms(("GO:0019013", "viral nucleocapsid", "C", ["core", "nucleocapsid core"]),
+               ("GO:0006915", "apoptotic process", "P", ["apoptosis"]))
+    assert d.find("the core of the argument") == []
+    assert [m.term.id for m in d.find("apoptosis in the nucleocapsid core")] == ["GO:0006915", "GO:0019013"]
+
+
+def test_an_ontology_acronym_counts_only_where_the_paper_names_its_term():
+    d = _terms(("GO:0031469", "bacterial microcompartment", "C", ["BMC"]))
+    assert [m.text for m in d.find("a BMC clone")] == ["BMC"]           # the raw matcher finds it
+    assert d.recognise(["We sequenced a BMC clone."]) == [[]]            # a paper that never names the term
+    named = d.recognise(["Bacterial microcompartments enclose enzymes.", "The BMC shell is thin."])
+    assert [[(m.text, m.term.id) for m in ms] for ms in named] == [
+        [("Bacterial microcompartments", "GO:0031469")], [("BMC", "GO:0031469")]]
+
+
 def test_tokens_fold_plurals():
     assert [t for t, _, _ in tokens("Nuclei, cells and bodies of mitochondria-like glass")] == \
         ["nucleus", "cell", "and", "body", "of", "mitochondria", "like", "glass"]
