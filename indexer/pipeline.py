@@ -143,9 +143,9 @@ class Preparing:
             while pending:
                 yield from pending.popleft().result()
         except BrokenProcessPool as exc:
-            raise Unavailable("an indexing worker process stopped unexpectedly (killed, or out of memory); the "
-                              "build is kept: run the same command again to resume it (--workers 1 indexes "
-                              "without worker processes)") from exc
+            raise Unavailable("an indexing worker process stopped unexpectedly (killed, out of memory, or it could "
+                              "not start); the build is kept: run the same command again to resume it (--workers 1 "
+                              "indexes without worker processes)") from exc
 
     def _start(self) -> ProcessPoolExecutor:
         """The pool, started at the first chunk. Workers are spawned, not forked: this process may run the engine's
@@ -180,7 +180,8 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
     ``progress(done, total)`` is called often; ``total`` is estimated from the input bytes read so far (None until
     a record is read) and is exact at the last call. ``workers`` processes do the per-record work (1: all in this
     process); default ``settings.index_workers``, else the usable CPUs (``default_workers``), or 1 for inputs under
-    ``POOL_MIN_BYTES``.
+    ``POOL_MIN_BYTES``. Workers are spawned, so a script calling this with a pool needs the usual
+    ``if __name__ == "__main__":`` guard.
 
     Nothing is published when the inputs held no record, every record was rejected, or the build is much smaller
     than the live one (``BuildRefused``; ``allow_shrink`` lets a smaller one through). A run that fails removes its
