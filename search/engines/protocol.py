@@ -9,7 +9,7 @@ searched by ``search_terms`` as ``search.text.term_search`` defines it, identica
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from search.core.models import (
@@ -62,6 +62,16 @@ class TermEngine(Protocol):
                      include_obsolete: bool = False) -> list[TermHit]:
         """Terms best matching ``query`` (``search.text.term_search``); ``exclude_ids`` and other aspects never
         come back, whatever ``limit`` is."""
+
+    def term_candidates(self, ontology: str, queries: Sequence[tuple[str, int]], *, aspect: str | None = None,
+                        exclude_ids: set[str] | frozenset[str] = frozenset(),
+                        include_obsolete: bool = False) -> list[list[tuple[str, float]]]:
+        """For each ``(query, limit)``, the ``(id, score)`` pairs ``search_terms`` would return, in one call and
+        without building hits (the term re-ranker reads many candidates and returns few)."""
+
+    def term_hits(self, ontology: str, ids: Sequence[str], tokens: Iterable[str] = ()) -> list[TermHit]:
+        """The terms ``ids`` as hits (score 0, ``matched_synonym`` against ``tokens``), in that order; unknown ids
+        are left out."""
 
 
 class Engine(TermEngine, Protocol):

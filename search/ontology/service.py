@@ -2,24 +2,30 @@
 hidden terms applied everywhere, and the description → term resolver.
 
 What it reads from ``<data_dir>``: ``ontologies/<name>.ontology.json.gz`` (the compact ontology the indexer writes;
-reloaded when the file changes) for lookups and the DAG, and the configured engine's term index
-(``Engine.search_terms``, the same search in every engine) for search. An ontology name from a request is checked
-against :mod:`search.core.names` and then looked up in a listing of that directory; only the listing's path is
-opened, and nothing there is a pickle (``*.pkl`` files of earlier versions are reported, never read).
+reloaded when the file changes) for lookups and the DAG, ``ontologies/<name>.rerank.npz`` (the re-ranker's model,
+written with it) and the configured engine's term index (``Engine.term_candidates``, the same search in every engine)
+for search. A search reads only the model and the term index: the ontology is loaded for hidden terms and lookups.
+An ontology name from a request is checked against :mod:`search.core.names` and then looked up in a listing of that
+directory; only the listing's path is opened, and nothing there is a pickle (``*.pkl`` files of earlier versions are
+reported, never read; the model's ``.npz`` is read with ``allow_pickle=False``).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import tempfile
 import threading
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+import numpy as np
 import regex
 from pydantic import BaseModel, Field
 
@@ -35,12 +41,10 @@ from search.ontology.model import (
     RELATION_SETS,
     SUFFIX,
     Ontology,
-    read_json,
     spec_for_id,
-    write_json_atomic,
 )
 from search.text import analysis
-from search.text.analysis import CANONICAL, canonical_label, stem  # CANONICAL: for a one-pass pre-check
+from search.text.analysis import CANONICAL, canonical_label, query_variants, stem  # CANONICAL: a one-pass pre-check
 from search.text.morphology import Morphology
 from search.text.term_search import id_query
 
@@ -51,7 +55,9 @@ FLYAOC_NOT_FOUND = "Term not found in ontology"
 FLYAOC_BAD_PREFIX = "Unknown ontology prefix. Use GO:, FBbt:, or FBdv:"
 #: file names under ``<data_dir>/ontologies``: the compact ontology and the re-ranker's model
 ONTOLOGY_FILE = ".ontology" + SUFFIX
-MODEL_FILE = ".rerank" + SUFFIX
+MODEL_FILE = ".rerank.npz"
+#: the model's file before it was an ``.npz`` (removed when an ontology is indexed again)
+OLD_MODEL_FILE = ".rerank" + SUFFIX
 LEGACY_FILE = ".pkl"
 
 
@@ -140,8 +146,8 @@ class TermService:
         self.data_dir = Path(data_dir)
         self.engine: TermEngine = engine if engine is not None else open_local(self.data_dir)
         self._onts: dict[str, tuple[int, Ontology]] = {}
-        self._lex: dict[str, tuple[Ontology, RerankModel]] = {}
-        self._lock = threading.Lock()
+        self._lex: dict[str, tuple[tuple[int, int | None], RerankModel]] = {}
+        self._lock = threading.RLock()
         # per service: a class-level lru_cache would key on (and keep alive) every service ever made
         self._hidden = lru_cache(maxsize=64)(self._expand_hidden)
 
@@ -175,16 +181,8 @@ class TermService:
     def ontology(self, name: str) -> Ontology:
         """The named ontology as last indexed (reloaded when the indexer rewrote it). A malformed name is a 422, an
         unknown one a 404 listing the indexed names, before any file is opened."""
-        check_ontology(name)
-        found, legacy = self._listing()
+        path, mtime = self._indexed(name)
         run = f"run `flysift index ontology FILE --name {name}`"
-        hint = (f"ontologies/{name}{LEGACY_FILE} is a pickle of an earlier flysift, which is no longer read: re-{run}"
-                if name in legacy else f"it is not indexed: {run}" if name in KNOWN else "")
-        path = found[lookup("ontology", name, found, hint=hint)]
-        try:
-            mtime = path.stat().st_mtime_ns
-        except OSError:   # removed since the listing
-            raise NotFound(f"unknown ontology name {name!r}: {run}", details={"valid": self.names()}) from None
         cached = self._onts.get(name)
         if cached is None or cached[0] != mtime:
             with self._lock:
@@ -198,13 +196,27 @@ class TermService:
                     self._onts[name] = cached
         return cached[1]
 
+    def _indexed(self, name: str) -> tuple[Path, int]:
+        """The file and mtime of indexed ontology ``name``: a malformed name is a 422, an unknown one a 404 listing
+        the indexed names, before any file is opened."""
+        check_ontology(name)
+        found, legacy = self._listing()
+        run = f"run `flysift index ontology FILE --name {name}`"
+        hint = (f"ontologies/{name}{LEGACY_FILE} is a pickle of an earlier flysift, which is no longer read: re-{run}"
+                if name in legacy else f"it is not indexed: {run}" if name in KNOWN else "")
+        path = found[lookup("ontology", name, found, hint=hint)]
+        try:
+            return path, path.stat().st_mtime_ns
+        except OSError:   # removed since the listing
+            raise NotFound(f"unknown ontology name {name!r}: {run}", details={"valid": self.names()}) from None
+
     def index_ontology(self, ontology: Ontology,
                        write_terms: Callable[[str, Iterable[Term]], int] | None = None) -> int:
         """Index the terms with ``write_terms`` (the service's engine's unless given), then save the compact ontology
         the service reads."""
         n = (write_terms or self.engine.write_terms)(ontology.name, ontology.terms())
         ontology.save(self.ontology_path(ontology.name))
-        self._save_model(ontology.name, RerankModel(ontology))
+        self._save_model(ontology.name, RerankModel.learn(ontology))
         return n
 
     def model_path(self, name: str) -> Path:
@@ -213,16 +225,17 @@ class TermService:
     def _save_model(self, name: str, model: RerankModel) -> None:
         """Keep the re-ranker's model beside the ontology (written after it, atomically), so that a service does
         not learn it again on its first search (tens of seconds for GO on a busy machine)."""
-        write_json_atomic(self.model_path(name), model.state())
+        model.save(self.model_path(name))
+        (self.data_dir / "ontologies" / (name + OLD_MODEL_FILE)).unlink(missing_ok=True)
 
-    def _load_model(self, ont: Ontology) -> RerankModel | None:
-        """The saved model, when it was written after the ontology file the service loaded and reads back (else
-        None: the caller learns it again)."""
-        path = self.model_path(ont.name)
+    def _load_model(self, name: str) -> RerankModel | None:
+        """The saved model, when it was written after the ontology file and reads back (else None: the caller
+        learns it again)."""
+        path = self.model_path(name)
         try:
-            if path.stat().st_mtime_ns < self.ontology_path(ont.name).stat().st_mtime_ns:
+            if path.stat().st_mtime_ns < self.ontology_path(name).stat().st_mtime_ns:
                 return None
-            return RerankModel.from_state(read_json(path), ont)
+            return RerankModel.load(path)
         except (OSError, ValueError):
             return None
 
@@ -267,46 +280,50 @@ class TermService:
     def search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
                include_obsolete: bool = False) -> TermSearchResponse:
-        ont = self.ontology(ontology)
+        lex = self.rerank_model(ontology)   # checks the name; a search needs no more than the model
         query = self._check_query(query)
         aspect = self._check_aspect(aspect)
-        if aspect and not ont.has_aspects:
-            raise InvalidRequest(f"aspect: {ont.name} has no GO aspects (namespaces); leave aspect out",
-                                 details={"field": "aspect", "ontology": ont.name})
+        if aspect and not lex.has_aspects:
+            raise InvalidRequest(f"aspect: {ontology} has no GO aspects (namespaces); leave aspect out",
+                                 details={"field": "aspect", "ontology": ontology})
         limit = self._check_limit(limit)
-        hid = self.hidden(ont.name, hidden, hidden_descendants)
-        def engine(q: str, pool: int) -> list[TermHit]:
-            return self.engine.search_terms(ont.name, q, aspect=aspect, limit=max(limit, pool), exclude_ids=hid.ids,
-                                            include_obsolete=include_obsolete)
-
+        hid = self.hidden(ontology, hidden, hidden_descendants)
+        filters: dict[str, Any] = {"aspect": aspect, "exclude_ids": hid.ids, "include_obsolete": include_obsolete}
         if id_query(query):
-            hits = engine(query, limit)
+            hits = self.engine.search_terms(ontology, query, limit=limit, **filters)
         else:
-            hits = self._ranked(ont, query, engine, limit)
-        return TermSearchResponse(ontology=ont.name, query=query, aspect=aspect, hidden=len(hid), hits=hits)
+            hits = self._ranked(ontology, lex, query, limit, filters)
+        return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), hits=hits)
 
-    def rerank_model(self, ont: Ontology) -> RerankModel:
-        """The re-ranker's model of ``ont``: the one saved at indexing, or learned now (once per loaded ontology)."""
-        cached = self._lex.get(ont.name)
-        if cached is None or cached[0] is not ont:
+    def rerank_model(self, ontology: str | Ontology) -> RerankModel:
+        """The re-ranker's model of an indexed ontology: the one saved at indexing, or learned now from the ontology
+        (once per version of its files)."""
+        name = ontology.name if isinstance(ontology, Ontology) else ontology
+        _, mtime = self._indexed(name)
+        key: tuple[int, int | None] = (mtime, None)
+        try:
+            key = (mtime, self.model_path(name).stat().st_mtime_ns)
+        except OSError:
+            pass
+        cached = self._lex.get(name)
+        if cached is None or cached[0] != key:
             with self._lock:
-                cached = self._lex.get(ont.name)
-                if cached is None or cached[0] is not ont:
-                    cached = (ont, self._load_model(ont) or RerankModel(ont))
-                    self._lex[ont.name] = cached
+                cached = self._lex.get(name)
+                if cached is None or cached[0] != key:
+                    cached = (key, self._load_model(name) or RerankModel.learn(self.ontology(name)))
+                    self._lex[name] = cached
         return cached[1]
 
-    def _ranked(self, ont: Ontology, query: str, engine: Callable[[str, int], list[TermHit]],
-                limit: int | None = None) -> list[TermHit]:
-        """Engine candidates for the query, its mention forms (:mod:`search.text.morphology`) and its best rewrites,
-        re-ranked (:func:`rerank`)."""
-        lex = self.rerank_model(ont)
+    def _ranked(self, ontology: str, lex: RerankModel, query: str, limit: int, filters: dict[str, Any]
+                ) -> list[TermHit]:
+        """Engine candidates for the query, its mention forms (:mod:`search.text.morphology`) and its best rewrites
+        (one engine call, ids and scores only), re-ranked (:func:`rerank`); hits are built for the best ``limit``."""
         query = spell_greek(query)
         canon = canonical_label(query)
         mentions = [" ".join(v) for v in mention_forms(lex, words(canon))]
         rewrites = list(mentions)
         for abbr in abbreviations(query):
-            if stem(abbr.lower()) in lex.idf or (abbr.lower(),) in lex.rules:
+            if stem(abbr.lower()) in lex.idf or lex.rule((abbr.lower(),)):
                 continue   # a word the ontology's labels use ("ATP", "DNA"), or one a rule rewrites ("IL")
             digits = " ".join(_DIGITS.findall(abbr))
             for phrase in lex.expansions(abbr):
@@ -314,18 +331,31 @@ class TermService:
                                           canon, count=1))
         rewrites += [" ".join(r) for r in lex.rewrites(words(canon))]
         rewrites = list(dict.fromkeys(rewrites))
-        hits: dict[str, TermHit] = {}
+        first: dict[str, float] = {}   # candidate → its engine score where first found
         scores: dict[str, float] = {}
-        for k, q in enumerate([query, *rewrites[:ENGINE_REWRITES]]):
-            found = engine(q, RERANK_POOL if k == 0 else REWRITE_POOL)
-            top = found[0].score if found and found[0].score > 0 else 1.0
-            for h in found:
-                hits.setdefault(h.id, h)
-                scores[h.id] = max(scores.get(h.id, 0.0), h.score / top)
+        searches = [(q, max(limit, RERANK_POOL if k == 0 else REWRITE_POOL))
+                    for k, q in enumerate([query, *rewrites[:ENGINE_REWRITES]])]
+        for found in self.engine.term_candidates(ontology, searches, **filters):
+            top = found[0][1] if found and found[0][1] > 0 else 1.0
+            for cid, score in found:
+                first.setdefault(cid, score)
+                scores[cid] = max(scores.get(cid, 0.0), score / top)
         variants = [(canon, 1.0), *((r, MENTION_DISCOUNT if r in mentions else REWRITE_DISCOUNT) for r in rewrites)]
         if canon != query:
             variants.append((query, RAW_DISCOUNT))
-        return rerank(ont, lex, variants, list(hits.values()), scores, limit)
+        ranked = rerank(lex, variants, list(first), scores, limit)
+        if ranked is None:
+            ranked = [Ranked(cid, score, None) for cid, score in list(first.items())[:limit]]
+        tokens = {t for v in query_variants(query) for t in v}
+        built = {h.id: h for h in self.engine.term_hits(ontology, [r.id for r in ranked], tokens)}
+        out = []
+        for r in ranked:
+            if (h := built.get(r.id)) is not None:
+                update: dict[str, Any] = {"score": round(r.score, 4)}
+                if r.label is not None:
+                    update["matched_synonym"] = lex.synonym(lex.index[r.id], r.label - 1) if r.label else None
+                out.append(h.model_copy(update=update))
+        return out
 
     @staticmethod
     def _check_query(query: str) -> str:
@@ -567,6 +597,11 @@ _STEMS: dict[str, str] = {}
 
 def stems(ws: Iterable[str]) -> frozenset[str]:
     """Word-view stems of the words (a plain dict in front of the analyser: the re-ranker stems millions)."""
+    return frozenset(_stem_list(ws))
+
+
+def _stem_list(ws: Iterable[str]) -> list[str]:
+    """The words' non-empty stems in order (a frozenset made from them in this order iterates alike)."""
     out = []
     for w in ws:
         t = _STEMS.get(w)
@@ -576,7 +611,7 @@ def stems(ws: Iterable[str]) -> frozenset[str]:
                 _STEMS[w] = t
         if t:
             out.append(t)
-    return frozenset(out)
+    return out
 
 
 #: any of GO's naming-convention patterns: most labels have none, and skip the rewriting
@@ -625,15 +660,56 @@ def _segment_diff(a: list[str], b: list[str]) -> tuple[int, tuple[str, ...], tup
 
 
 class RerankModel:
-    """What the re-ranker learns from one ontology: label stems, IDF weights and rewrite rules."""
+    """What the re-ranker learns from one ontology: label stems, IDF weights, rewrite rules, and per term what ranks it
+    (definition stems, generality, synonym scopes and texts).
 
-    def __init__(self, ont: Ontology):
-        d = ont.columns   # the columns: building Term models for every term would take seconds longer
-        self.index: dict[str, int] = ont.row_of
-        self.labels: list[list[frozenset[str]]] = []
-        self.label_weights: list[list[float]] = []
-        self._defs: list[str] = d["defs"]
+    It is held as flat columns (:attr:`arrays`, numpy, and :attr:`meta`, plain lists and dicts), the same whether
+    learned (:meth:`learn`) or read back (:meth:`load`: milliseconds, where learning GO takes a minute), so a search
+    needs neither the ontology nor its OBO file. A term's labels, definition and name words are made from the columns
+    the first time it is a candidate (most terms never are)."""
+
+    #: the layout of :meth:`save`; a saved model of another format is learned again
+    FORMAT = 4
+    #: scope codes of the ``scopes`` column (0: the name)
+    SCOPES = ("", "EXACT", "NARROW", "BROAD", "RELATED")
+    #: array → dtype kind and what its length is (a key of :meth:`_lengths`); ``load`` checks both
+    ARRAYS: dict[str, tuple[str, str]] = {
+        "labels": ("i", "terms"), "sizes": ("i", "labels"), "stems": ("i", "stems"), "weights": ("f", "labels"),
+        "scopes": ("i", "labels"), "name_words": ("i", "terms"), "words": ("i", "words"), "rule_sizes": ("i", "rules"),
+        "rhs_counts": ("i", "rhs"), "initial_sizes": ("i", "initials"), "initial_rows": ("i", "initial_rows"),
+        "def_sizes": ("i", "terms"), "def_stems": ("i", "def_stems"), "generality": ("f", "terms"),
+        "syn_text": ("u", "syn_bytes"), "syn_ends": ("i", "synonyms"),
+    }
+
+    def __init__(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]):
+        """From columns :meth:`learn` made or :meth:`load` checked."""
+        self.meta, self.arrays = meta, arrays
+        self.ids: list[str] = meta["ids"]
+        self.index: dict[str, int] = {t: i for i, t in enumerate(self.ids)}
+        self.vocab: list[str] = meta["vocab"]
+        self.idf: dict[str, float] = meta["idf"]
+        self.unknown_idf = float(meta["unknown_idf"])
+        self.has_aspects = bool(meta["has_aspects"])
+        self.morph = Morphology.from_state(meta["morphology"])
+        self._rule_at = {k: n for n, k in enumerate(meta["rules"])}
+        self._initial_at = {k: n for n, k in enumerate(meta["initials"])}
+        self.max_lhs = max((k.count(" ") + 1 for k in meta["rules"]), default=0)
+        # where each term's, label's, rule's and initial's values start (one cumulative sum per column)
+        starts = lambda a: np.concatenate(([0], np.cumsum(a, dtype=np.int64))).tolist()  # noqa: E731
+        self._label_at, self._stem_at = starts(arrays["labels"]), starts(arrays["sizes"])
+        self._word_at, self._def_at = starts(arrays["name_words"]), starts(arrays["def_sizes"])
+        self._rhs_at, self._row_at = starts(arrays["rule_sizes"]), starts(arrays["initial_sizes"])
+        self._syn_at = [0, *arrays["syn_ends"].tolist()]
+        self._generality = arrays["generality"].tolist()
+        self._terms: dict[int, list[tuple[frozenset[str], float, str, tuple[bool, ...]]]] = {}
         self._def_stems: dict[int, frozenset[str]] = {}
+
+    # ---- learning -------------------------------------------------------------------------------------------------
+    @classmethod
+    def learn(cls, ont: Ontology) -> RerankModel:
+        """Learn the model from the ontology's columns (building Term models for every term would take longer)."""
+        d = ont.columns
+        labels_of: list[list[frozenset[str]]] = []
         df: Counter[str] = Counter()
         pairs: Counter[tuple[tuple[str, ...], tuple[str, ...]]] = Counter()
         raw: list[tuple[list[str], list[list[str]]]] = []   # label words before GO's conventions
@@ -653,23 +729,19 @@ class RerankModel:
                     if p:   # with the word before, for rules whose left side alone is too common ("to")
                         pairs[(sw[p - 1], *lhs), (sw[p - 1], *rhs)] += 1
             raw.append((name_raw, syns_raw))
-            self.labels.append(labels)
-            self.label_weights.append([0.0] * len(labels))
+            labels_of.append(labels)
             df.update(frozenset().union(*labels))
         n = max(1, len(d["names"]))
-        self.idf = {t: math.log(1 + n / c) for t, c in df.items()}
-        self.unknown_idf = math.log(1 + n)
-        for labels, weights in zip(self.labels, self.label_weights, strict=True):
-            for k, lab in enumerate(labels):
-                weights[k] = self.weight(lab)
+        idf = {t: math.log(1 + n / c) for t, c in df.items()}
+        unknown_idf = math.log(1 + n)
         uses: Counter[tuple[str, ...]] = Counter()
         for (lhs, _), c in pairs.items():
             uses[lhs] += c
         stop = {t for t, c in df.items() if c > max(RULE_STOP_DF * n, RULE_STOP_MIN)}
-        self.rules: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {}
+        rules: dict[tuple[str, ...], list[tuple[tuple[str, ...], int]]] = {}
         for (lhs, rhs), c in sorted(pairs.items(), key=lambda kv: -kv[1]):
             if c >= RULE_MIN_COUNT and c >= RULE_MIN_SHARE * uses[lhs] and not stems(lhs) <= stop | {""}:
-                self.rules.setdefault(lhs, []).append((rhs, c))
+                rules.setdefault(lhs, []).append((rhs, c))
         # every multi-word synonym, and every synonym of one rare word, names its term inside longer labels:
         # "Rad50 complex assembly" is "Mre11 complex assembly" because "Rad50 complex" is a synonym of "Mre11 complex"
         rare = RULE_STOP_DF * n / 10
@@ -677,106 +749,161 @@ class RerankModel:
             for phrase in map(tuple, syns_raw):
                 if 1 <= len(phrase) <= PHRASE_MAX and (len(phrase) > 1 or df.get(stem(phrase[0]), 0) <= rare) and \
                         stems(phrase) != stems(nw):
-                    known = self.rules.setdefault(phrase, [])
+                    known = rules.setdefault(phrase, [])
                     if len(known) < 2 and all(r != tuple(nw) for r, _ in known):
                         known.append((tuple(nw), 0))   # count 0: a synonym phrase, not a learned rule
-        self.max_lhs = max((len(k) for k in self.rules), default=0)
-        self.morph = Morphology.learn(w for nw, syns_raw in raw for ws in (nw, *syns_raw) for w in ws)
-        self._ont = ont
-        self._general: dict[int, float] = {}
+        morph = Morphology.learn(w for nw, syns_raw in raw for ws in (nw, *syns_raw) for w in ws)
         # initials of 2–4 consecutive name words, for abbreviations ("vDR" → "ventral double row")
-        self.names_words = [words(name) for name in d["names"]]
-        self.initials: dict[str, list[int]] = {}
-        for i, nw in enumerate(self.names_words):
+        names_words = [words(name) for name in d["names"]]
+        initials: dict[str, list[int]] = {}
+        for i, nw in enumerate(names_words):
             letters = [w[0] if w[0].isalpha() else "" for w in nw]
             for j in range(len(nw)):
                 for k in range(2, ABBREV_MAX + 1):
                     window = letters[j:j + k]
                     if len(window) == k and all(window):
-                        self.initials.setdefault("".join(window), []).append(i)
-
-    #: the layout of :meth:`state`; a saved model of another format is learned again
-    FORMAT = 3
-
-    def state(self) -> dict[str, Any]:
-        """What :meth:`from_state` needs, as flat JSON lists (learning it again takes seconds): label stems and name
-        words as numbers into one vocabulary (so they load as shared strings, as they were learned), rules as
-        space-joined words (words never contain spaces)."""
+                        initials.setdefault("".join(window), []).append(i)
+        # label stems, name words and definition stems as numbers into one vocabulary (they load as shared strings)
         vocab: dict[str, int] = {}
         code = lambda w: vocab.setdefault(w, len(vocab))  # noqa: E731
-        labels = [[code(t) for t in sorted(lab)] for labs in self.labels for lab in labs]
-        lhs = list(self.rules)
-        return {"format": self.FORMAT, "terms": len(self.labels), "labels": [len(labs) for labs in self.labels],
-                "sizes": [len(lab) for lab in labels], "stems": [t for lab in labels for t in lab],
-                "weights": [w for ws in self.label_weights for w in ws], "idf": self.idf,
-                "unknown_idf": self.unknown_idf, "name_words": [len(ws) for ws in self.names_words],
-                "words": [code(w) for ws in self.names_words for w in ws], "vocab": list(vocab),
-                "rules": [" ".join(k) for k in lhs], "rule_sizes": [len(self.rules[k]) for k in lhs],
-                "rhs": [" ".join(r) for k in lhs for r, _ in self.rules[k]],
-                "rhs_counts": [c for k in lhs for _, c in self.rules[k]], "initials": self.initials,
-                "morphology": self.morph.state()}
+        label_codes = [[code(t) for t in sorted(lab)] for labs in labels_of for lab in labs]
+        weights = [sum(idf.get(t, unknown_idf) for t in lab) for labs in labels_of for lab in labs]
+        def_codes = [[code(t) for t in dict.fromkeys(_stem_list(words(text or "")))] for text in d["defs"]]
+        syn_text = "".join(text + "\x00" for syns in d["synonyms"] for text, _ in syns).encode()
+        syn_lens = [len(text.encode()) + 1 for syns in d["synonyms"] for text, _ in syns]
+        scope_code = {s: k for k, s in enumerate(cls.SCOPES)}
+        keys = list(rules)
+        ints = lambda xs: np.asarray(xs, dtype=np.int32)  # noqa: E731
+        arrays: dict[str, np.ndarray] = {
+            "labels": ints([len(labs) for labs in labels_of]), "sizes": ints([len(c) for c in label_codes]),
+            "stems": ints([t for c in label_codes for t in c]), "weights": np.asarray(weights, dtype=np.float64),
+            "scopes": np.asarray([0 if k == 0 else scope_code.get(syns[k - 1][1], len(cls.SCOPES) - 1)
+                                  for syns, labs in zip(d["synonyms"], labels_of, strict=True)
+                                  for k in range(len(labs))], dtype=np.int8),
+            "name_words": ints([len(ws) for ws in names_words]),
+            "words": ints([code(w) for ws in names_words for w in ws]),
+            "rule_sizes": ints([len(rules[k]) for k in keys]),
+            "rhs_counts": np.asarray([c for k in keys for _, c in rules[k]], dtype=np.int64),
+            "initial_sizes": ints([len(v) for v in initials.values()]),
+            "initial_rows": ints([i for v in initials.values() for i in v]),
+            "def_sizes": ints([len(c) for c in def_codes]), "def_stems": ints([t for c in def_codes for t in c]),
+            "generality": np.asarray([math.log1p(len(ont.descendants(t, "hierarchy"))) / math.log1p(max(1, len(ont)))
+                                      for t in ont.ids], dtype=np.float64),
+            "syn_text": np.frombuffer(syn_text, dtype=np.uint8),
+            "syn_ends": np.cumsum(np.asarray(syn_lens, dtype=np.int64), dtype=np.int64),
+        }
+        meta = {"format": cls.FORMAT, "terms": len(ont), "ids": list(ont.ids), "has_aspects": ont.has_aspects,
+                "vocab": list(vocab), "idf": idf, "unknown_idf": unknown_idf, "rules": [" ".join(k) for k in keys],
+                "rhs": [" ".join(r) for k in keys for r, _ in rules[k]], "initials": list(initials),
+                "morphology": morph.state()}
+        return cls(meta, arrays)
+
+    # ---- the saved form -------------------------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """One uncompressed ``.npz`` (numbers only: it loads with ``allow_pickle=False``), the lists and dicts as a
+        JSON document in its ``meta`` array; written atomically."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        try:
+            meta = np.frombuffer(json.dumps(self.meta, ensure_ascii=False, separators=(",", ":")).encode(), np.uint8)
+            savez: Any = np.savez   # numpy's stub reads **arrays as its keyword options
+            with os.fdopen(fd, "wb") as fh:
+                savez(fh, meta=meta, **self.arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     @classmethod
-    def from_state(cls, state: Any, ont: Ontology) -> "RerankModel":
-        """The model :meth:`state` saved, for ``ont``; ``ValueError`` when it is malformed or of another ontology
-        (the structure and every index are checked, so a planted file can at worst mis-rank, never fail a search)."""
-        if not isinstance(state, dict) or state.get("format") != cls.FORMAT or state.get("terms") != len(ont):
-            raise ValueError("not a re-ranker model of this ontology")
-        self = cls.__new__(cls)
+    def load(cls, path: Path) -> RerankModel:
+        """What :meth:`save` wrote; ``ValueError`` for anything else. Every column's type and length and every index
+        are checked, so a planted file can at worst mis-rank, never fail a search or run code."""
         try:
-            vocab, stems_, words_, weights = state["vocab"], state["stems"], state["words"], state["weights"]
-            sizes, labels, name_words = state["sizes"], state["labels"], state["name_words"]
-            rules, rule_sizes, rhs, rhs_counts = state["rules"], state["rule_sizes"], state["rhs"], state["rhs_counts"]
-            initials = state["initials"]
-            if not all(isinstance(v, list) for v in (vocab, stems_, words_, weights, sizes, labels, name_words, rules,
-                                                     rule_sizes, rhs, rhs_counts)) or not isinstance(initials, dict):
-                raise ValueError("malformed re-ranker model")
-            if sum(sizes) != len(stems_) or sum(labels) != len(sizes) or len(weights) != len(sizes) or \
-                    len(labels) != len(ont) or sum(name_words) != len(words_) or len(name_words) != len(ont) or \
-                    len(rule_sizes) != len(rules) or sum(rule_sizes) != len(rhs) or len(rhs_counts) != len(rhs) or \
-                    min(sizes + labels + name_words + rule_sizes, default=0) < 0 or \
-                    not 0 <= min(stems_ + words_, default=0) <= max(stems_ + words_, default=0) < len(vocab) or \
-                    not all(0 <= min(v) <= max(v) < len(ont) for v in initials.values() if v):
-                raise ValueError("re-ranker model columns do not add up")
-            word = vocab.__getitem__
-            it = iter(stems_)
-            flat = [frozenset(map(word, islice(it, n))) for n in sizes]
-            self.labels, self.label_weights = [], []
-            at = 0
-            for n in labels:
-                self.labels.append(flat[at:at + n])
-                self.label_weights.append(weights[at:at + n])
-                at += n
-            it = iter(words_)
-            self.names_words = [list(map(word, islice(it, n))) for n in name_words]
-            self.idf = state["idf"]
-            self.unknown_idf = float(state["unknown_idf"])
-            sides = iter(zip(rhs, rhs_counts, strict=True))
-            self.rules = {tuple(k.split(" ")): [(tuple(r.split(" ")) if r else (), c) for r, c in islice(sides, n)]
-                          for k, n in zip(rules, rule_sizes, strict=True)}
-            self.initials = initials
-            numbers = sum(weights) + sum(self.idf.values()) + sum(rhs_counts)   # a TypeError unless all numbers
-        except (KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"malformed re-ranker model ({type(e).__name__})") from None
-        if not isinstance(numbers, float | int) or not all(isinstance(w, str) for w in vocab):
-            raise ValueError("malformed re-ranker model (weights or vocabulary)")
-        self.max_lhs = max((len(k) for k in self.rules), default=0)
-        self.morph = Morphology.from_state(state.get("morphology"))
-        self.index = ont.row_of
-        self._defs = ont.columns["defs"]
-        self._def_stems = {}
-        self._ont = ont
-        self._general = {}
-        return self
+            with np.load(path, allow_pickle=False) as npz:
+                got = {k: npz[k] for k in npz.files}
+            meta = json.loads(got.pop("meta").tobytes())
+        except (OSError, EOFError, KeyError, ValueError, RecursionError, zipfile.BadZipFile) as e:
+            raise ValueError(f"{path.name}: not a re-ranker model ({type(e).__name__})") from None
+        if not isinstance(meta, dict) or meta.get("format") != cls.FORMAT:
+            raise ValueError(f"{path.name}: not a re-ranker model of format {cls.FORMAT}")
+        try:
+            cls._check(meta, got)
+            return cls(meta, got)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise ValueError(f"{path.name}: malformed re-ranker model ({type(e).__name__}: {str(e)[:100]})") from None
+
+    @classmethod
+    def _check(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        lists = ("ids", "vocab", "rules", "rhs", "initials")
+        if not all(isinstance(meta[k], list) and all(isinstance(x, str) for x in meta[k]) for k in lists) or \
+                not isinstance(meta["idf"], dict) or set(arrays) != set(cls.ARRAYS) or \
+                not all(isinstance(v, float) for v in meta["idf"].values()) or \
+                not isinstance(meta["unknown_idf"], float) or len(meta["ids"]) != meta["terms"]:
+            raise ValueError("columns of the wrong type")
+        for k, (kind, _) in cls.ARRAYS.items():
+            a = arrays[k]
+            if a.ndim != 1 or a.dtype.kind != kind or (kind == "i" and a.size and a.min() < 0):
+                raise ValueError(f"column {k}")
+        total = lambda k: int(arrays[k].sum(dtype=np.int64))  # noqa: E731
+        lengths = {"terms": meta["terms"], "labels": total("labels"), "stems": total("sizes"),
+                   "words": total("name_words"), "rules": len(meta["rules"]), "rhs": len(meta["rhs"]),
+                   "initials": len(meta["initials"]), "initial_rows": total("initial_sizes"),
+                   "def_stems": total("def_sizes"), "synonyms": total("labels") - meta["terms"],
+                   "syn_bytes": int(arrays["syn_ends"][-1]) if arrays["syn_ends"].size else 0}
+        if any(arrays[k].size != lengths[n] for k, (_, n) in cls.ARRAYS.items()) or \
+                total("rule_sizes") != len(meta["rhs"]) or arrays["labels"].min(initial=1) < 1:
+            raise ValueError("column lengths do not add up")
+        bounds = {"stems": len(meta["vocab"]), "words": len(meta["vocab"]), "def_stems": len(meta["vocab"]),
+                  "initial_rows": meta["terms"], "scopes": len(cls.SCOPES)}
+        if any(arrays[k].size and arrays[k].max() >= n for k, n in bounds.items()) or \
+                np.any(np.diff(arrays["syn_ends"]) < 1):
+            raise ValueError("an index out of range")
+
+    # ---- per term, made when first needed --------------------------------------------------------------------------
+    def term(self, i: int) -> list[tuple[frozenset[str], float, str, tuple[bool, ...]]]:
+        """Term ``i``'s labels (the name, then its synonyms): stems, IDF weight, scope ("" for the name), frame."""
+        got = self._terms.get(i)
+        if got is None:
+            a, vocab, at = self.arrays, self.vocab, self._stem_at
+            first, end = self._label_at[i], self._label_at[i + 1]
+            codes = a["stems"][at[first]:at[end]].tolist()   # one slice per term: numpy slicing is slow per label
+            got = []
+            for k, weight, scope in zip(range(first, end), a["weights"][first:end].tolist(),
+                                        a["scopes"][first:end].tolist(), strict=True):
+                lab = frozenset([vocab[t] for t in codes[at[k] - at[first]:at[k + 1] - at[first]]])
+                got.append((lab, weight, self.SCOPES[scope], _frame(lab)))
+            self._terms[i] = got
+        return got
+
+    def synonym(self, i: int, k: int) -> str:
+        """The text of term ``i``'s ``k``-th synonym (0-based)."""
+        n = self._label_at[i] - i + k   # each term has one name label before its synonyms
+        return self.arrays["syn_text"][self._syn_at[n]:self._syn_at[n + 1] - 1].tobytes().decode()
+
+    def definition(self, i: int) -> frozenset[str]:
+        """Stems of term ``i``'s definition."""
+        got = self._def_stems.get(i)
+        if got is None:
+            codes = self.arrays["def_stems"][self._def_at[i]:self._def_at[i + 1]].tolist()
+            got = self._def_stems[i] = frozenset([self.vocab[t] for t in codes])
+        return got
 
     def generality(self, i: int) -> float:
-        """How general term ``i`` is: log(1 + its descendants over the hierarchy) / log(1 + terms), cached."""
-        got = self._general.get(i)
-        if got is None:
-            ids = self._ont.ids
-            n = len(self._ont.descendants(ids[i], "hierarchy")) if 0 <= i < len(ids) else 0
-            got = self._general[i] = math.log1p(n) / math.log1p(max(1, len(ids)))
-        return got
+        """How general term ``i`` is: log(1 + its descendants over the hierarchy) / log(1 + terms)."""
+        return self._generality[i] if 0 <= i < len(self._generality) else 0.0
+
+    def name_words(self, i: int) -> list[str]:
+        return [self.vocab[t] for t in self.arrays["words"][self._word_at[i]:self._word_at[i + 1]].tolist()]
+
+    # ---- query side -----------------------------------------------------------------------------------------------
+    def rule(self, lhs: tuple[str, ...] | list[str]) -> list[tuple[tuple[str, ...], int]]:
+        """The right sides a left side rewrites to, most frequent first (count 0: a synonym phrase)."""
+        n = self._rule_at.get(" ".join(lhs))
+        if n is None:
+            return []
+        rhs, counts = self.meta["rhs"], self.arrays["rhs_counts"]
+        return [(tuple(rhs[j].split(" ")) if rhs[j] else (), int(counts[j]))
+                for j in range(self._rhs_at[n], self._rhs_at[n + 1])]
 
     def expansions(self, token: str) -> list[tuple[str, ...]]:
         """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)
@@ -786,24 +913,16 @@ class RerankModel:
         letters = [p.lower() for p in parts if p.isalpha()]
         if not 2 <= len(letters) <= ABBREV_MAX:
             return []
+        n = self._initial_at.get("".join(p[0] for p in letters))
+        rows = [] if n is None else self.arrays["initial_rows"][self._row_at[n]:self._row_at[n + 1]].tolist()
         found: Counter[tuple[str, ...]] = Counter()
-        for i in dict.fromkeys(self.initials.get("".join(p[0] for p in letters), ())):
-            nw = self.names_words[i]
+        for i in dict.fromkeys(rows):
+            nw = self.name_words(i)
             for j in range(len(nw) - len(letters) + 1):
                 window = nw[j:j + len(letters)]
                 if all(_subsequence(p, w) for p, w in zip(letters, window, strict=True)):
                     found[tuple(window)] += 1
         return [e for e, _ in found.most_common(ABBREV_EXPANSIONS)]
-
-    def definition(self, i: int) -> frozenset[str]:
-        """Stems of term ``i``'s definition (made when first needed: most terms are never a candidate)."""
-        got = self._def_stems.get(i)
-        if got is None:
-            got = self._def_stems[i] = stems(words(self._defs[i] or ""))
-        return got
-
-    def weight(self, tokens: Iterable[str]) -> float:
-        return sum(self.idf.get(t, self.unknown_idf) for t in tokens)
 
     def rewrites(self, ws: list[str]) -> list[list[str]]:
         """Rewrites of the word list ``ws`` by the rules: first every rule applied at once (longest left side
@@ -812,7 +931,7 @@ class RerankModel:
         i = 0
         while i < len(ws):
             for n in range(min(self.max_lhs, len(ws) - i), 0, -1):
-                rhs = self.rules.get(tuple(ws[i:i + n]))
+                rhs = self.rule(ws[i:i + n])
                 if rhs and n == len(ws):   # the whole query is a synonym: the engine matches it as such
                     rhs = [r for r in rhs if r[1]]
                 if rhs:
@@ -833,48 +952,47 @@ class RerankModel:
         return list({tuple(o): o for o in out if o != ws}.values())[:MAX_REWRITES]
 
 
+class Ranked(NamedTuple):
+    """A re-ranked candidate: its score and the label that matched best (0 the name, k the k-th synonym; None for an
+    id the model does not know, whose hit keeps the engine's explanation)."""
+
+    id: str
+    score: float
+    label: int | None
 
 
-def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], hits: list[TermHit],
-           engine: dict[str, float], limit: int | None = None) -> list[TermHit]:
-    """Re-rank candidates: ``score = best label similarity + exact-label bonus + W_DEF · definition coverage +
+def rerank(lex: RerankModel, variants: list[tuple[str, float]], candidates: list[str], engine: dict[str, float],
+           limit: int | None = None) -> list[Ranked] | None:
+    """Re-rank candidate ids: ``score = best label similarity + exact-label bonus + W_DEF · definition coverage +
     W_ENGINE · engine (+ generality for one-word queries)``.
 
     ``variants`` are the query's forms with their discounts (the query as given 1.0, mention forms and rewrites
     less); a label's similarity to a form is their IDF-weighted Dice over stems, × ``FRAME_PENALTY`` when the
     regulation frame differs, × ``SYNONYM_DISCOUNT[scope]`` for synonyms (names first). A form whose stems are
-    exactly a label's adds ``EXACT_BONUS[scope]`` × its discount. ``engine`` holds each hit's engine score over
-    the top engine score of its search. Engine-neutral: both engines rank alike. Only the best ``limit`` hits are
-    built (all when None)."""
+    exactly a label's adds ``EXACT_BONUS[scope]`` × its discount. ``engine`` holds each candidate's engine score over
+    the top engine score of its search. Engine-neutral: both engines rank alike. The best ``limit`` (all when
+    None), best first; ties keep the candidates' order. None when no variant has a word: the engine's order stands."""
     forms = []
     for text, discount in variants:
         toks = stems(words(text))
         if toks:
             idf = {t: lex.idf.get(t, lex.unknown_idf) for t in toks}
             forms.append((toks, idf, sum(idf.values()), _frame(toks), discount))
-    if not forms or not hits:
-        return hits[:limit] if limit else hits
+    if not forms:
+        return None
+    anywhere = frozenset().union(*(f[0] for f in forms))
     one_word = len(forms[0][0]) == 1
-    syns_col = ont.columns["synonyms"]
-    scored: list[tuple[float, int, int | None, TermHit]] = []   # score, order, best synonym index, hit
-    for order, h in enumerate(hits):
-        i = lex.index.get(h.id)
+    scored: list[tuple[float, int, int | None, str]] = []   # score, order, best label, id
+    for order, cid in enumerate(candidates):
+        i = lex.index.get(cid)
         if i is None:
-            scored.append((W_ENGINE * engine.get(h.id, 0.0), order, None, h))
+            scored.append((W_ENGINE * engine.get(cid, 0.0), order, None, cid))
             continue
-        labels, weights = lex.labels[i], lex.label_weights[i]
-        term_syns = syns_col[i]
         best = direct = exact = 0.0
         best_k = 0
-        for k, lab in enumerate(labels):
-            if not lab or all(toks.isdisjoint(lab) for toks, *_ in forms):
+        for k, (lab, weight, scope, frame) in enumerate(lex.term(i)):
+            if not lab or anywhere.isdisjoint(lab):
                 continue
-            frame = _FRAMES.get(lab)
-            if frame is None:
-                frame = _frame(lab)
-                if len(_FRAMES) < 1_000_000:
-                    _FRAMES[lab] = frame
-            scope = term_syns[k - 1][1] if k else ""
             label_discount = SYNONYM_DISCOUNT.get(scope, 0.9) if k else 1.0
             for toks, idf, w, fr, discount in forms:
                 inter = toks & lab
@@ -882,9 +1000,9 @@ def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], h
                     continue
                 if len(inter) == 1:
                     (t,) = inter
-                    s = 2 * idf[t] / (w + weights[k])
+                    s = 2 * idf[t] / (w + weight)
                 else:
-                    s = 2 * sum(idf[t] for t in inter) / (w + weights[k])
+                    s = 2 * sum(map(idf.__getitem__, inter)) / (w + weight)
                 if discount == 1.0 and s > direct:   # the label reported: best against the query itself
                     direct, best_k = s, k
                 if toks == lab and discount >= MENTION_DISCOUNT:
@@ -893,17 +1011,10 @@ def rerank(ont: Ontology, lex: RerankModel, variants: list[tuple[str, float]], h
                 if s > best:
                     best = s
         definition = lex.definition(i)
-        cover = max(sum(idf[t] for t in toks & definition) / (w or 1.0) for toks, idf, w, *_ in forms)
-        score = best + exact + W_DEF * cover + W_ENGINE * engine.get(h.id, 0.0)
+        cover = max(sum(map(idf.__getitem__, toks & definition)) / (w or 1.0) for toks, idf, w, *_ in forms)
+        score = best + exact + W_DEF * cover + W_ENGINE * engine.get(cid, 0.0)
         if one_word and best > 0:
             score += W_GENERAL * lex.generality(i)
-        scored.append((score, order, best_k, h))
+        scored.append((score, order, best_k, cid))
     scored.sort(key=lambda x: (-x[0], x[1]))
-    out = []
-    for score, _, label_k, h in scored[:limit] if limit else scored:
-        update: dict[str, Any] = {"score": round(score, 4)}
-        if label_k is not None:
-            row = lex.index[h.id]
-            update["matched_synonym"] = syns_col[row][label_k - 1][0] if label_k else None
-        out.append(h.model_copy(update=update))
-    return out
+    return [Ranked(cid, score, label) for score, _, label, cid in (scored[:limit] if limit else scored)]

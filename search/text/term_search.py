@@ -40,6 +40,11 @@ SYNONYM_KEY_BOOST = 9.0
 COVERAGE_BOOST = 3.0
 
 
+def engine_score(score: float) -> float:
+    """A term's engine score as both engines report it (hits and re-ranker candidates alike)."""
+    return round(score, 4)
+
+
 def id_query(query: str) -> str | None:
     """The term id a query names (``" GO:0005634 "`` → ``GO:0005634``), or None for a text query."""
     m = ID_QUERY_RE.fullmatch(query)
@@ -76,4 +81,4 @@ def term_hit(ontology: str, d: dict[str, list[Any]], score: float, tokens: set[s
         definition = definition[:DEFINITION_CHARS - 1].rsplit(" ", 1)[0] + "…"
     return TermHit(id=d["id"][0], ontology=ontology, name=name, namespace=(d.get("namespace") or [None])[0],
                    aspect=(d.get("aspect") or [None])[0], matched_synonym=matched, definition=definition,
-                   score=round(score, 4), obsolete=d.get("obsolete", ["0"])[0] == "1")
+                   score=engine_score(score), obsolete=d.get("obsolete", ["0"])[0] == "1")

@@ -82,4 +82,4 @@ def test_morphology_points_only_at_vocabulary_words():
 
 def test_saved_model_keeps_the_morphology(svc):
     ont = svc.ontology("go")
-    assert svc.rerank_model(ont).morph.forms == RerankModel(ont).morph.forms
+    assert svc.rerank_model(ont).morph.forms == RerankModel.learn(ont).morph.forms

@@ -13,6 +13,7 @@ import pickle
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -23,8 +24,8 @@ from search.core.errors import FlysiftError, InvalidRequest, NotFound
 from search.core.models import Gene
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import TermIndex
-from search.ontology.model import Ontology, read_json, write_json_atomic
-from search.ontology.service import TermService
+from search.ontology.model import Ontology
+from search.ontology.service import RerankModel, TermService
 from search.retrieval import dense
 from search.text.lexicon import Lexicon
 
@@ -169,17 +170,22 @@ def test_a_hostile_rerank_model_is_learned_again(data_dir, tmp_path, marker, bad
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("field, value", [("stems", [10**9]), ("initials", {"ab": [-1]}), ("idf", {"x": "1"}),
-                                          ("vocab", [1, 2]), ("rules", 7), ("terms", 1)])
+@pytest.mark.parametrize("field, value", [("stems", 10**9), ("initial_rows", -1), ("idf", {"x": "1"}),
+                                          ("vocab", [1, 2]), ("rules", 7), ("terms", 1), ("weights", "x")])
 def test_a_model_that_does_not_fit_its_ontology_is_learned_again(data_dir, tmp_path, field, value):
-    """Well-formed JSON with wrong contents (an index out of range, a string for a number) is not used."""
+    """A well-formed model file with wrong contents (an index out of range, a string for a number) is not used."""
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
     svc = TermService(d)
-    state = read_json(svc.model_path("go"))
-    state[field] = value if field != "stems" else value + state["stems"][1:]
-    write_json_atomic(svc.model_path("go"), state)
-    assert svc._load_model(svc.ontology("go")) is None
+    model = RerankModel.load(svc.model_path("go"))
+    if field in model.arrays:
+        column = model.arrays[field].astype(object if isinstance(value, str) else np.int64)
+        column[0] = value
+        model.arrays[field] = column.astype(str) if isinstance(value, str) else column
+    else:
+        model.meta[field] = value
+    model.save(svc.model_path("go"))
+    assert svc._load_model("go") is None
     assert [h.id for h in svc.search("go", "cell nucleus").hits][0] == "GO:0005634"
 
 

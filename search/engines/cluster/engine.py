@@ -25,7 +25,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -58,7 +58,7 @@ from search.engines.cluster.mappings import (
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
 from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
 from search.engines.guards import BuildRefused, publish_refusal
-from search.text.term_search import term_hit
+from search.text.term_search import engine_score, term_hit
 
 EXPORT_BATCH = 1000
 #: ``_bulk`` requests in flight per data node when FLYSIFT_CLUSTER_BULK_CONCURRENCY is not set (and never fewer than
@@ -513,15 +513,53 @@ class ClusterEngine:
                                               include_obsolete=include_obsolete)
         if body is None:
             return []
-        try:
-            res = self.t.request("POST", f"/{alias}/_search", body, what="searching terms")
-        except ClusterRequestError as e:
-            if e.error_type == "index_not_found_exception":
-                raise InvalidRequest(f"no term index for ontology {ontology!r} on the cluster",
-                                     details={"valid": sorted(self._term_counts())}) from None
-            raise
+        res = self._term_request(ontology, f"/{alias}/_search", body)
         return [term_hit(ontology, term_index.stored_fields(h["_source"]), h["_score"], tokens)
                 for h in res["hits"]["hits"]]
+
+    def term_candidates(self, ontology: str, queries: Sequence[tuple[str, int]], *, aspect: str | None = None,
+                        exclude_ids: set[str] | frozenset[str] = frozenset(),
+                        include_obsolete: bool = False) -> list[list[tuple[str, float]]]:
+        """The queries in one ``_msearch`` (ids and scores only)."""
+        alias = term_index.term_alias(self.prefix, ontology)
+        bodies = [term_index.search_body(q, aspect=aspect, limit=limit, exclude_ids=exclude_ids,
+                                         include_obsolete=include_obsolete)[0] for q, limit in queries]
+        sent = [b for b in bodies if b is not None]
+        if not sent:
+            return [[] for _ in bodies]
+        ndjson = "".join(f"{{}}\n{json.dumps({**b, '_source': ['id']})}\n" for b in sent)
+        answers = iter(self._term_request(ontology, f"/{alias}/_msearch", ndjson, ndjson=True)["responses"])
+        out = []
+        for b in bodies:
+            res = next(answers) if b is not None else {"hits": {"hits": []}}
+            if "error" in res:
+                raise self._term_error(ontology, ClusterRequestError(res.get("status", 500), res, "searching terms"))
+            out.append([(h["_source"]["id"], engine_score(h["_score"])) for h in res["hits"]["hits"]])
+        return out
+
+    def term_hits(self, ontology: str, ids: Sequence[str], tokens: Iterable[str] = ()) -> list[TermHit]:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        alias = term_index.term_alias(self.prefix, ontology)
+        res = self._term_request(ontology, f"/{alias}/_search", {"query": {"terms": {"id": wanted}},
+                                                                  "size": len(wanted)})
+        toks = set(tokens)
+        by_id = {h.id: h for h in (term_hit(ontology, term_index.stored_fields(x["_source"]), 0.0, toks)
+                                   for x in res["hits"]["hits"])}
+        return [by_id[i] for i in wanted if i in by_id]
+
+    def _term_request(self, ontology: str, path: str, body: Any, ndjson: bool = False) -> Any:
+        try:
+            return self.t.request("POST", path, body, ndjson=ndjson, what="searching terms")
+        except ClusterRequestError as e:
+            raise self._term_error(ontology, e) from None
+
+    def _term_error(self, ontology: str, e: ClusterRequestError) -> FlysiftError:
+        if e.error_type == "index_not_found_exception":
+            return InvalidRequest(f"no term index for ontology {ontology!r} on the cluster",
+                                  details={"valid": sorted(self._term_counts())})
+        return e
 
     def close(self) -> None:
         self.t.close()

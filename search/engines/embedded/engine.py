@@ -40,7 +40,7 @@ import time
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -733,6 +733,15 @@ class EmbeddedEngine:
                      include_obsolete: bool = False) -> list[TermHit]:
         return self._term_index().search(ontology, query, aspect=aspect, limit=limit, exclude_ids=exclude_ids,
                                          include_obsolete=include_obsolete)
+
+    def term_candidates(self, ontology: str, queries: Sequence[tuple[str, int]], *, aspect: str | None = None,
+                        exclude_ids: set[str] | frozenset[str] = frozenset(),
+                        include_obsolete: bool = False) -> list[list[tuple[str, float]]]:
+        return self._term_index().candidates(ontology, queries, aspect=aspect, exclude_ids=exclude_ids,
+                                             include_obsolete=include_obsolete)
+
+    def term_hits(self, ontology: str, ids: Sequence[str], tokens: Iterable[str] = ()) -> list[TermHit]:
+        return self._term_index().hits(ontology, ids, tokens)
 
     def close(self) -> None:
         self._reader = None
