@@ -68,6 +68,7 @@ import math
 import os
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -662,7 +663,7 @@ def main() -> None:
     lucene = Lucene(args)
     if "lucene" in args.engines and not lucene.label:
         log(f"lucene: skipped: {lucene.reason}")
-    results: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv), "words": args.words,
+    results: dict[str, Any] = {"machine": machine(), "command": shlex.join(sys.argv), "words": args.words,
                                "seed": args.seed, "flysift_workers": workers, "sizes": []}
     for papers in sizes:
         results["sizes"].append(one_size(args, papers, lucene, workers))
