@@ -351,9 +351,10 @@ class _Endpoints:
 
     def resolve_terms(self, text: str, ontology: str = "go", aspect: str | None = None, limit: int = 5,
                       hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Terms ranked for a free-text description (``list[search.ontology.service.ResolvedTerm]``)."""
+        """Terms ranked for a free-text description (``search.ontology.service.TermResolveResponse``: the list is
+        ``results``)."""
         return self._send(_Request("GET", "/v1/terms/resolve",
-                                   lambda b: [_terms_models().ResolvedTerm.model_validate(x) for x in b],
+                                   lambda b: _terms_models().TermResolveResponse.model_validate(b),
                                    params=_params(text=text, ontology=ontology, aspect=aspect, limit=limit,
                                                   hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 

@@ -23,11 +23,11 @@ from search.core.errors import InvalidRequest
 from search.ontology.hidden import HiddenQuery, hidden_query
 from search.ontology.model import Ontology
 from search.ontology.service import (
-    ResolvedTerm,
     TermLabelPage,
     TermLabels,
     TermList,
     TermLookup,
+    TermResolveResponse,
     TermSearchResponse,
     TermService,
 )
@@ -80,12 +80,13 @@ async def search_terms(request: Request,
                                                      include_obsolete=include_obsolete))
 
 
-@router.get("/terms/resolve", response_model=list[ResolvedTerm])
+@router.get("/terms/resolve", response_model=TermResolveResponse)
 async def resolve_terms(request: Request,
                         text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
                         ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1, le=100),
                         h: HiddenQuery = Depends(hidden_spec)) -> Response:
-    """Visible terms ranked for a free-text description (post-hoc resolution of natural-language outputs)."""
+    """Visible terms ranked for a free-text description (post-hoc resolution of natural-language outputs), as
+    ``{ontology, text, aspect, hidden, results}`` (a bare list before this release)."""
     return await answer(lambda: _svc(request).resolve_description(text, ontology, aspect=aspect, limit=limit,
                                                                   hidden=h.hidden, hidden_descendants=h.descendants))
 

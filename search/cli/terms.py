@@ -34,7 +34,7 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
         if as_json:
             echo_json(found)
             return
-        print_table([r.model_dump() for r in found],
+        print_table([r.model_dump() for r in found.results],
                     [("id", "id", 14), ("name", "name", 50), ("matched label", "matched", 50), ("score", "score", 7)])
         return
     res = svc.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden, hidden_descendants=hidden_descendants)

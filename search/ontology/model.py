@@ -30,7 +30,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Literal
 
-import fastobo
 import numpy as np
 
 from search.core.errors import InputError, InvalidRequest
@@ -126,6 +125,8 @@ def read_json(path: Path) -> object:
 
 def _parse_obo(path: Path, name: str) -> dict:
     """Read an OBO file (plain or gzipped) into the column layout :class:`Ontology` keeps."""
+    import fastobo  # parsing only: a service reads the compact form, and the CLI's term search neither
+
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as fh:

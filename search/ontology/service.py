@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import re
 import tempfile
@@ -105,6 +106,16 @@ class ResolvedTerm(BaseModel):
     aspect: str | None = None
     matched: str
     score: float
+
+
+class TermResolveResponse(BaseModel):
+    """The resolver's answer: an object like every other answer (its list is ``results``)."""
+
+    ontology: str
+    text: str
+    aspect: str | None = None
+    hidden: int = Field(0, description="How many ids were hidden from this resolution")
+    results: list[ResolvedTerm]
 
 
 class TermLabels(BaseModel):
@@ -483,13 +494,15 @@ class TermService:
     # ---- description → term --------------------------------------------------------------------------------------
     def resolve_description(self, text: str, ontology: str = "go", *, aspect: str | None = None, limit: int = 5,
                             hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False
-                            ) -> list[ResolvedTerm]:
+                            ) -> TermResolveResponse:
         """Rank visible terms for a natural-language description (e.g. an agent's proposed term name): the
         search ranking, reported with the label (name or synonym) each candidate matched best."""
         res = self.search(ontology, text, aspect=aspect, limit=limit, hidden=hidden,
                           hidden_descendants=hidden_descendants)
-        return [ResolvedTerm(id=h.id, name=h.name, aspect=h.aspect, matched=h.matched_synonym or h.name,
-                             score=h.score) for h in res.hits]
+        return TermResolveResponse(
+            ontology=res.ontology, text=res.query, aspect=res.aspect, hidden=res.hidden,
+            results=[ResolvedTerm(id=h.id, name=h.name, aspect=h.aspect, matched=h.matched_synonym or h.name,
+                                  score=h.score) for h in res.hits])
 
 
 # ---- ranking ---------------------------------------------------------------------------------------------------------
@@ -659,6 +672,9 @@ def _segment_diff(a: list[str], b: list[str]) -> tuple[int, tuple[str, ...], tup
     return p, tuple(a[p:len(a) - q]), tuple(b[p:len(b) - q])
 
 
+_SPACES = operator.methodcaller("count", " ")
+
+
 class RerankModel:
     """What the re-ranker learns from one ontology: label stems, IDF weights, rewrite rules, and per term what ranks it
     (definition stems, generality, synonym scopes and texts).
@@ -693,7 +709,7 @@ class RerankModel:
         self.morph = Morphology.from_state(meta["morphology"])
         self._rule_at = {k: n for n, k in enumerate(meta["rules"])}
         self._initial_at = {k: n for n, k in enumerate(meta["initials"])}
-        self.max_lhs = max((k.count(" ") + 1 for k in meta["rules"]), default=0)
+        self.max_lhs = max(map(_SPACES, meta["rules"]), default=-1) + 1
         # where each term's, label's, rule's and initial's values start (one cumulative sum per column)
         starts = lambda a: np.concatenate(([0], np.cumsum(a, dtype=np.int64))).tolist()  # noqa: E731
         self._label_at, self._stem_at = starts(arrays["labels"]), starts(arrays["sizes"])
@@ -835,9 +851,9 @@ class RerankModel:
     @classmethod
     def _check(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         lists = ("ids", "vocab", "rules", "rhs", "initials")
-        if not all(isinstance(meta[k], list) and all(isinstance(x, str) for x in meta[k]) for k in lists) or \
+        if not all(isinstance(meta[k], list) and set(map(type, meta[k])) <= {str} for k in lists) or \
                 not isinstance(meta["idf"], dict) or set(arrays) != set(cls.ARRAYS) or \
-                not all(isinstance(v, float) for v in meta["idf"].values()) or \
+                not set(map(type, meta["idf"].values())) <= {float} or \
                 not isinstance(meta["unknown_idf"], float) or len(meta["ids"]) != meta["terms"]:
             raise ValueError("columns of the wrong type")
         for k, (kind, _) in cls.ARRAYS.items():

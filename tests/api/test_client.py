@@ -190,7 +190,7 @@ def test_term_methods(full_api):
         assert "GO:0005667" not in [h.id for h in c.search_terms("transcription", hidden=["GO:0005667"]).hits]
         assert c.get_term("GO:0042051").id == "GO:0001745"  # an alternative id
         assert "GO:0005575" in [t.id for t in c.related_terms("GO:0005634", "ancestors").terms]
-        assert c.resolve_terms("compound eye morphogenesis")[0].id == "GO:0001745"
+        assert c.resolve_terms("compound eye morphogenesis").results[0].id == "GO:0001745"
         assert c.flyaoc_search_terms("go", "nucleus", aspect="C")[0]["go_id"] == "GO:0005634"
         kids = c.flyaoc_term_children("GO:0032991")
         assert kids["children"][0]["go_id"] == "GO:0005667" and kids["truncated"] is False

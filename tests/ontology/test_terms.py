@@ -156,9 +156,11 @@ def test_flyaoc_records(svc):
 
 def test_resolver_prefers_the_named_term(svc):
     got = svc.resolve_description("compound eye morphogenesis")
-    assert got[0].id == "GO:0001745" and got[0].matched == "compound eye morphogenesis"
-    assert svc.resolve_description("regulation of the expression of genes")[0].id == "GO:0010468"
-    assert "GO:0001745" not in [r.id for r in svc.resolve_description("compound eye morphogenesis", hidden="flyaoc")]
+    assert (got.ontology, got.text, got.hidden) == ("go", "compound eye morphogenesis", 0)
+    assert got.results[0].id == "GO:0001745" and got.results[0].matched == "compound eye morphogenesis"
+    assert svc.resolve_description("regulation of the expression of genes").results[0].id == "GO:0010468"
+    hidden = svc.resolve_description("compound eye morphogenesis", hidden="flyaoc")
+    assert "GO:0001745" not in [r.id for r in hidden.results] and hidden.hidden > 0
 
 
 def test_api_endpoints(data_dir):
@@ -185,7 +187,8 @@ def test_api_endpoints(data_dir):
     assert c.get("/v1/flyaoc/search_go_terms", params={"query": "nucleus"}).json()[0]["go_id"] == "GO:0005634"
     assert c.get("/v1/flyaoc/search_anatomy_terms", params={"query": "CNS"}).json()[0]["fbbt_id"] == "FBbt:00005095"
     assert c.get("/v1/flyaoc/get_term_children", params={"term_id": "GO:0043226"}).json()["children_count"] == 2
-    assert c.get("/v1/terms/resolve", params={"text": "compound eye morphogenesis"}).json()[0]["id"] == "GO:0001745"
+    resolved = c.get("/v1/terms/resolve", params={"text": "compound eye morphogenesis"}).json()   # an object
+    assert resolved["ontology"] == "go" and resolved["results"][0]["id"] == "GO:0001745"
     # inside a session its hidden terms apply without any request parameter, and the call is traced
     hidden = {"set": "flyaoc", "descendants": True}
     sid = c.post("/v1/sessions", json={"gene": "dpp", "hidden_terms": hidden}).json()["id"]
