@@ -215,6 +215,7 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
                              record=r.record, field=r.field, pmcid=r.pmcid)
 
     def commit(n: int) -> None:
+        build.flush()  # so that every refusal up to here is in build.failures before the resume state is saved
         for failure in build.failures:  # papers the engine refused (a cluster's mapping conflicts)
             reject(failure)
         build.failures.clear()

@@ -103,15 +103,19 @@ def create_build(collection: str, request: Request, search: Search) -> dict:
 
 @router.post("/collections/{collection}/builds/{build_id}/papers")
 def add_papers(collection: str, build_id: str, body: BuildPapers, request: Request) -> dict:
-    """Add (or replace, by pmcid) papers in an open build. A write that fails aborts the build."""
+    """Add (or replace, by pmcid) papers in an open build. A write that fails aborts the build; a paper the engine
+    refuses (a cluster's mapping conflict) is left out and listed in ``rejected``, naming the field."""
     with _open_build(request, collection, build_id) as build:
         passages = 0
         for paper in body.papers:
             ps = split_passages(paper)
             build.add(paper, ps)
             passages += len(ps)
+        build.flush()  # a cluster may refuse a paper (a mapping conflict): say which, never count it as indexed
+        refused = [r.model_dump(exclude_none=True) for r in build.failures]
+        build.failures.clear()
         build.commit({})
-    return {"indexed": len(body.papers), "passages": passages}
+    return {"indexed": len(body.papers) - len(refused), "passages": passages, "rejected": refused}
 
 
 @router.post("/collections/{collection}/builds/{build_id}/publish", response_model=IndexSummary)

@@ -41,6 +41,10 @@ class Build(Protocol):
     def add_prepared(self, prepared: Any) -> None:
         """Add one paper prepared by the engine's ``preparer`` (possibly in another process)."""
 
+    def flush(self) -> None:
+        """Send what is buffered and wait for it, so that ``failures`` holds every refusal of the papers added so
+        far (the caller records them before ``commit`` saves the resume state)."""
+
     def commit(self, state: dict[str, Any]) -> None: ...
     def count(self) -> int: ...
 

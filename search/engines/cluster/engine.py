@@ -134,6 +134,9 @@ class ClusterBuild:
         self._added.add(pmcid)
         self._bulk.add(prepared, self._indices)
 
+    def flush(self) -> None:
+        self._bulk.flush()
+
     def commit(self, state: dict[str, Any]) -> None:
         """Send what is buffered and wait for every request in flight (the cluster acknowledges durable writes; a
         failed one raises here), then save the caller's resume state."""

@@ -388,6 +388,9 @@ class EmbeddedBuild:
                 pd.add_integer("year", p.year)
             sw.add_document(pd)
 
+    def flush(self) -> None:
+        """Nothing to send: the embedded engine refuses no paper it was given (``failures`` stays empty)."""
+
     @_guarded
     def commit(self, state: dict[str, Any]) -> None:
         """Make everything added so far durable, together with the caller's resume state."""
