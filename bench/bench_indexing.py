@@ -94,7 +94,7 @@ from bench.common import (  # noqa: E402
 )
 
 FULL_PAPERS = 16_898
-ENGINES = ("flysift", "tantivy", "rank_bm25", "bm25s", "lucene")
+ENGINES = ("flysift", "flysift-python", "tantivy", "rank_bm25", "bm25s", "lucene")
 KINDS = ("symbol", "fullname", "synonym", "all")
 #: the query set every engine answers (one line per query in the Lucene workers' input)
 QUERIES_FILE, LUCENE_OUT = "queries.txt", "lucene_hits.tsv"
@@ -338,14 +338,16 @@ def flysift_help() -> str:
                           check=True).stdout
 
 
-def flysift_build(corpus: Path, data_dir: Path, workers: int | None) -> tuple[dict, str | None]:
+def flysift_build(corpus: Path, data_dir: Path, workers: int | None,
+                  env: dict[str, str] | None = None) -> tuple[dict, str | None]:
     """The real CLI in a fresh data dir; its wall, CPU of the child tree, peak RSS, index size (or an error)."""
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
     cmd = [*flysift_command(), "index", "corpus", str(corpus), "--data-dir", str(data_dir), "--json", "--no-resume"]
     if workers is not None:
         cmd += ["--workers", str(workers)]
-    run = run_measured(cmd, env=dict(os.environ, FLYSIFT_DATA_DIR=str(data_dir)), cwd=data_dir.parent)
+    run = run_measured(cmd, env=dict(os.environ, FLYSIFT_DATA_DIR=str(data_dir), **(env or {})),
+                       cwd=data_dir.parent)
     if run.returncode != 0:
         return {}, f"exit status {run.returncode}: {error_text(run.stderr)}"
     summary = json.loads(run.stdout.strip().splitlines()[-1])
@@ -370,8 +372,9 @@ def flysift_queries(data_dir: Path, queries: list[dict]) -> tuple[dict, list[lis
     return query_summary(wall, cpu), hits
 
 
-def flysift_side(corpus: Path, queries: list[dict] | None, run_dir: Path, workers: int | None) -> dict:
-    build, err = flysift_build(corpus, run_dir / "data", workers)
+def flysift_side(corpus: Path, queries: list[dict] | None, run_dir: Path, workers: int | None,
+                 env: dict[str, str] | None = None) -> dict:
+    build, err = flysift_build(corpus, run_dir / "data", workers, env)
     if err:
         return {"status": "failed", "error": err}
     out: dict[str, Any] = {"status": "ok", "build": build}
@@ -514,7 +517,12 @@ def one_size(args: argparse.Namespace, papers: int, lucene: Lucene, workers: int
         res: dict[str, Any]
         try:
             if engine == "flysift":
+                from search.text import tokens
+
                 res = flysift_side(corpus, queries, run_dir, workers)
+                res["label"] = f"flysift ({tokens.BACKEND} tokens)"
+            elif engine == "flysift-python":  # the same index from the pure-Python tokens (no native extension)
+                res = flysift_side(corpus, None, run_dir, workers, {"FLYSIFT_TOKENIZER": "python"})
             elif engine == "lucene":
                 res = lucene.side(corpus, queries, run_dir) if lucene.label else {"status": "skipped",
                                                                                    "reason": lucene.reason}
@@ -552,7 +560,8 @@ def summary_line(res: dict) -> str:
 # ----------------------------------------------------------------------------------------------------- report
 
 def engine_name(engine: str, res: dict) -> str:
-    return res.get("label") or {"flysift": "flysift (embedded)", "tantivy": "tantivy (one stemmed field)",
+    return res.get("label") or {"flysift": "flysift (embedded)", "flysift-python": "flysift, pure-Python tokens",
+                                "tantivy": "tantivy (one stemmed field)",
                                 "rank_bm25": "rank_bm25 (FlyAOC)", "bm25s": "bm25s (stemmed)",
                                 "lucene": "Lucene"}[engine]
 

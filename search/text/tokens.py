@@ -16,6 +16,7 @@ Tests compare the backends with each other and with ``analysis.analyze`` on the 
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from importlib import metadata
@@ -37,7 +38,13 @@ def _python_symbol_text(text: str) -> str:
     return " ".join(t for t in analysis._symbol_re.findall(text) if len(t) * 4 < limit or len(t.encode()) < limit)
 
 
+#: environment variable that forces the pure-Python backend (``python``), e.g. to measure it beside the native one
+BACKEND_ENV = "FLYSIFT_TOKENIZER"
+
+
 def _load() -> tuple[str, Callable[[str], str], Callable[[str], str]]:
+    if os.environ.get(BACKEND_ENV, "").strip().lower() == "python":
+        return "python", _python_word_text, _python_symbol_text
     try:
         import flysift_native  # type: ignore[import-not-found,unused-ignore]
     except ImportError:

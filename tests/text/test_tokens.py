@@ -6,7 +6,9 @@ tantivy's analyzers on the gene-symbol hazards, on Unicode edge cases, and on a 
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
 import sys
 import types
 from collections.abc import Callable
@@ -156,3 +158,10 @@ def test_a_native_build_for_another_tantivy_falls_back_to_python(monkeypatch: py
     with pytest.warns(RuntimeWarning, match="pip install ./native"):
         backend, word, symbol = tokens._load()
     assert (backend, word, symbol) == ("python", tokens._python_word_text, tokens._python_symbol_text)
+
+
+def test_the_environment_can_force_the_python_backend():
+    code = "from search.text import tokens; print(tokens.BACKEND, tokens.word_text('Flies flying'))"
+    env = {**os.environ, "FLYSIFT_TOKENIZER": "python"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["python", "fli", "fli"]
