@@ -309,7 +309,7 @@ def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], abla
 def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: int, n: int = 500) -> dict:
     """Term search time per query, in-process on the full index (the service warm: ontology and model loaded), over a
     seeded sample of synonyms typed as queries; wall and CPU (the machine is shared: CPU time is the steadier
-    figure). Then ``flysift terms`` as a fresh process, which loads the ontology and the re-ranker model."""
+    figure). Then ``flysift terms`` as a fresh process, which loads the re-ranker model (not the ontology)."""
     print("\n## Term search latency (full ontologies, in-process, service warm)\n")
     print("| ontology | queries | wall p50 ms | wall p99 ms | CPU p50 ms | CPU p99 ms |\n|---|---|---|---|---|---|")
     out: dict = {}
