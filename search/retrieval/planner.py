@@ -14,6 +14,8 @@ Reading of the text, in order:
 * a token the analysis calls symbol-like (``search.text.analysis.is_symbol_like``: a known symbol, or a shape no English
   word has — ``Dl``, ``N``, ``abd-A``, ``Su(H)``, ``GAL4``) matches **only** the case-sensitive symbol view, so
   ``Dl`` never retrieves a paper that only says ``dl``;
+* a token without letters (``1`` in ``discs large 1``, ``2.5``) is the same on both views: one word clause, so a
+  number never weighs more than a word;
 * any other token matches the stemmed word view. In a short query (fewer than ``STOP_MIN_WORDS`` words: ``dl``,
   ``wg expression``) a short token (≤ 4 characters, not a stop word, not in a capitals/title-case query) also gets a
   half-weight exact-case symbol clause, so exact-case mentions rank above case-insensitive ones; in running text
@@ -87,6 +89,9 @@ def _read(tok: str, case: Case, known_symbols: frozenset[str] | set[str], runnin
         return "symbol", "known symbol in this case"
     if is_stop_word(tok):
         return "word", "stop word"
+    if not any(c.isalpha() for c in tok):
+        # digits have no case and no stem: both views hold the same token, so a second clause would count it twice
+        return "word", "number"
     if case == "capitals":
         return "word", "query in capitals: read case-insensitively"
     if case == "title":

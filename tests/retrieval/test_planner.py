@@ -139,3 +139,41 @@ def test_explain_is_a_request_flag_of_paper_and_passage_search(live_server):
         assert "explain" not in plain
     bad = httpx.post(live_server.url + "/v1/papers/search", json={"query": "wing", "explain": "maybe"})
     assert bad.status_code == 422
+
+
+# ---- older gene names (#15): a number in a name ---------------------------------------------------------------------
+
+def _older_name_papers():
+    """A paper naming wg by an older name with a number, papers with that number in their titles, and others."""
+    from search.core.models import Paper, Section
+
+    def paper(n, title, abstract, body):
+        return Paper(pmcid=f"PMC2000{n:02d}", year=2000 + n, journal="Development", title=title, abstract=abstract,
+                     sections=[Section(type="RESULTS", paragraphs=[body])])
+
+    wg = paper(0, "Segment polarity in the embryonic epidermis", "wg is secreted by stripes of cells.",
+               "Wnt oncogene analog 1 is expressed in the epidermis, and cells receive the Wnt signal.")
+    dlg = [paper(1 + i, f"The role of discs large 1 in {t}", f"discs large 1 (dlg1) acts in {t}.",
+                 f"dlg1 mutant {t} resembles the loss of an oncogene.")
+           for i, t in enumerate(("epithelial polarity", "synapse growth", "tumour suppression"))]
+    other = [paper(4 + i, f"{t.capitalize()} in the wing disc", f"We studied {t} in the wing disc.",
+                   f"Clones show that {t} needs the morphogen gradient.")
+             for i, t in enumerate(("cell growth", "cell competition", "planar polarity", "apoptosis", "patterning"))]
+    return [wg, *dlg, *other]
+
+
+def test_a_number_in_a_name_is_one_word_clause_not_a_symbol_too():
+    # digits have no case and no stem, so the symbol view holds the same token: a second clause counted it 1.5 times
+    assert views(plan("Wnt oncogene analog 1"))[-1] == ("1", "word", 1.0)
+    assert [c for c in plan("Wnt oncogene analog 1").clauses if c.text == "1"] == [plan("1").clauses[0]]
+    assert explain("discs large 1", plan("discs large 1"))["tokens"][-1] == {"token": "1", "view": "word",
+                                                                            "why": "number"}
+    assert views(plan("BMP2/4")) == [("BMP2/4", "symbol", 1.0)]                 # letters with digits: still a symbol
+    assert ("m8", "symbol", 1.0) in views(plan("Enhancer of split m8"))
+
+
+def test_an_older_name_with_a_number_finds_its_gene_before_papers_full_of_that_number(tmp_path):
+    from tests.helpers import build_index
+
+    eng = build_index(tmp_path / "data", _older_name_papers())
+    assert pmcids(eng.search_papers(plan("Wnt oncogene analog 1"), limit=4))[0] == "PMC200000"
