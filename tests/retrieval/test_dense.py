@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -183,7 +184,7 @@ def test_rebuild_needs_new_dense_index_and_hnsw_above_flat_max(settings, monkeyp
 
 
 @needs_dense
-def test_interrupted_build_resumes(settings, dense_settings, monkeypatch):
+def test_interrupted_build_resumes(settings, monkeypatch):
     import numpy as np
 
     import search.retrieval.dense as dense_mod
@@ -197,17 +198,20 @@ def test_interrupted_build_resumes(settings, dense_settings, monkeypatch):
         if done >= 4:
             raise Stop
 
+    # torch: its vectors do not depend on the batch a passage shares (int8's activation scale does, slightly)
     with pytest.raises(Stop):
-        build_dense(settings.data_dir, batch_size=2, progress=stop_after_four)
+        build_dense(settings.data_dir, batch_size=2, progress=stop_after_four, backend="torch")
     build = json.loads((settings.data_dir / "collections/default/CURRENT").read_text())["build"]
     build_dir = settings.data_dir / "collections/default/builds" / build
     assert json.loads((build_dir / "dense.partial/state.json").read_text())["done"] == 4
     assert not (build_dir / "dense").exists()
-    resumed = build_dense(settings.data_dir, batch_size=2)
+    resumed = build_dense(settings.data_dir, batch_size=2, backend="torch")
     assert resumed["resumed_from"] == 4 and resumed["embedded"] == _passage_count() - 4
     assert not (build_dir / "dense.partial").exists()
     # the same vectors as an uninterrupted build of the same corpus
-    got, want = _vectors(settings.data_dir), _vectors(dense_settings.data_dir)
+    got = _vectors(settings.data_dir)
+    build_dense(settings.data_dir, backend="torch", resume=False)
+    want = _vectors(settings.data_dir)
     assert got.keys() == want.keys()
     assert all(np.allclose(got[k], want[k], atol=1e-5) for k in want)
     assert all(abs(np.linalg.norm(v) - 1.0) < 1e-4 for v in got.values())
@@ -275,3 +279,140 @@ def test_missing_extra_says_how_to_install(settings, monkeypatch):
     assert "pip install 'flysift[dense]'" in e.value.message and "faiss" in e.value.details["missing"]
     with pytest.raises(DenseUnavailable):
         build_dense(settings.data_dir)
+
+
+# ---- devices and backends (issue #12 item 5) --------------------------------------------------------------------
+
+ONNX = DENSE_EXTRA and all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx"))
+needs_onnx = pytest.mark.skipif(not ONNX, reason="ONNX Runtime is not installed (pip install -e '.[dense]' brings "
+                                "onnxruntime and onnx)")
+
+
+def _cuda() -> bool:
+    if not DENSE_EXTRA:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def test_absent_cuda_is_one_line_and_exit_2(tmp_path):
+    """Without a GPU (or without the extra) `--device cuda` says why in one line and exits 2; nothing is built."""
+    from click.testing import CliRunner
+
+    from search.cli.main import main
+
+    if _cuda():
+        pytest.skip("a CUDA GPU is present: --device cuda is valid here")
+    build_index(tmp_path / "data", PAPERS[:1])
+    r = CliRunner().invoke(main, ["index", "dense", "--data-dir", str(tmp_path / "data"), "--device", "cuda"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert ("cuda" in r.output.lower()) if DENSE_EXTRA else ("pip install" in r.output)
+    assert not list((tmp_path / "data").rglob("dense"))
+
+
+@needs_dense
+def test_resolve_encoder_names_what_runs(monkeypatch):
+    from search.retrieval.dense import BACKEND_ENV, resolve_encoder
+
+    if not _cuda():
+        assert resolve_encoder() == (("onnx-int8", "cpu", "int8") if ONNX else ("torch", "cpu", "float32"))
+        with pytest.raises(DenseUnavailable, match="no CUDA GPU"):
+            resolve_encoder("cuda")
+    assert resolve_encoder("cpu", "torch") == ("torch", "cpu", "float32")
+    monkeypatch.setenv(BACKEND_ENV, "torch")
+    assert resolve_encoder("cpu") == ("torch", "cpu", "float32")
+    for device, backend in (("gpu", None), ("cpu", "tensorrt")):
+        with pytest.raises(DenseUnavailable) as e:
+            resolve_encoder(device, backend)
+        assert e.value.details["field"] in ("device", "backend") and e.value.details["valid"]
+
+
+@needs_onnx
+def test_onnx_backends_match_torch_and_record_themselves(tmp_path):
+    """Each backend builds the same index shape; meta.json says which ran; the ONNX export lives in the data dir;
+    fp32 ONNX is torch to rounding, int8 within a small angle; queries are embedded by the index's own backend."""
+    import numpy as np
+
+    import search.retrieval.dense as dense_mod
+    from search.retrieval.dense import MODELS_DIR, query_encoder
+
+    data_dir = tmp_path / "data"
+    build_index(data_dir)
+    vectors, metas = {}, {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        metas[backend] = build_dense(data_dir, device="cpu", backend=backend)
+        vectors[backend] = _vectors(data_dir)
+        index = DenseIndex(data_dir)
+        assert query_encoder(data_dir, "default", index.meta()).backend == backend
+        assert index.search("how big an organ becomes", 1)[0][1] == "PMC100004"
+    assert {b: (m["backend"], m["device"], m["dtype"]) for b, m in metas.items()} == {
+        "torch": ("torch", "cpu", "float32"), "onnx": ("onnx", "cpu", "float32"), "onnx-int8": ("onnx-int8", "cpu",
+                                                                                                 "int8")}
+    exported = {p.name for p in (data_dir / MODELS_DIR).rglob("*.onnx")}
+    assert exported == {"model.onnx", "model-int8.onnx"}
+    assert not list(Path(dense_mod.__file__).parents[2].glob("**/model-int8.onnx"))
+    for backend, floor in (("onnx", 0.9999), ("onnx-int8", 0.97)):
+        cos = [float(np.dot(vectors[backend][k], v)) for k, v in vectors["torch"].items()]
+        assert min(cos) > floor, (backend, min(cos))
+
+
+@needs_onnx
+def test_an_onnx_index_never_takes_torch_queries(settings, monkeypatch):
+    import search.retrieval.dense as dense_mod
+
+    build_dense(settings.data_dir, backend="onnx-int8", device="cpu")
+    monkeypatch.setattr(dense_mod, "_onnx_installed", lambda: False)
+    with pytest.raises(DenseUnavailable) as e:
+        SearchService(settings).search_passages("wing", mode="dense")
+    assert e.value.status == 409 and "onnx-int8" in e.value.message and "--backend torch" in e.value.message
+
+
+@needs_onnx
+def test_resume_never_mixes_backends(settings, monkeypatch):
+    import search.retrieval.dense as dense_mod
+
+    monkeypatch.setattr(dense_mod, "CHUNK", 2)
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        if done >= 4:
+            raise Stop
+
+    with pytest.raises(Stop):
+        build_dense(settings.data_dir, batch_size=2, progress=stop, backend="onnx-int8", device="cpu")
+    meta = build_dense(settings.data_dir, batch_size=2, backend="torch", device="cpu")
+    assert meta["resumed_from"] == 0 and meta["embedded"] == _passage_count() and meta["backend"] == "torch"
+
+
+@needs_dense
+def test_pipelined_stream_equals_batch_by_batch():
+    """Tokenising the next batch in a worker thread changes nothing: same vectors, same order."""
+    import numpy as np
+
+    from search.retrieval.dense import load_encoder, model_name
+
+    encoder = load_encoder(model_name(), "torch", "cpu", "float32")
+    texts = [p.text for paper in PAPERS for p in split_passages(paper)]
+    batches = [texts[k:k + 3] for k in range(0, len(texts), 3)]
+    streamed = list(encoder.stream(iter(batches)))
+    assert [len(v) for v in streamed] == [len(b) for b in batches]
+    assert all(np.allclose(s, encoder.encode(b), atol=1e-5) for s, b in zip(streamed, batches, strict=True))
+    st = encoder.st   # and the same as sentence-transformers' own encode
+    assert np.allclose(np.concatenate(streamed), st.encode(texts, normalize_embeddings=True), atol=1e-5)
+
+
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU here (torch.cuda.is_available() is false): the GPU path is run "
+                    "by bench/gpu_dense.sh on a GPU machine")
+def test_cuda_build_records_device_and_float16(settings):
+    import numpy as np
+
+    meta = build_dense(settings.data_dir, device="cuda")
+    assert (meta["backend"], meta["device"], meta["dtype"]) == ("torch", "cuda", "float16")
+    assert meta["batch_size"] == 512 and meta["count"] == _passage_count()
+    gpu = _vectors(settings.data_dir)
+    build_dense(settings.data_dir, device="cpu", backend="torch")
+    cpu = _vectors(settings.data_dir)
+    assert min(float(np.dot(gpu[k], cpu[k])) for k in cpu) > 0.999
