@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +21,8 @@ from pydantic_settings import (
 )
 
 from search.core.errors import FlysiftError
+from search.core.names import PATTERNS
+from search.core.query import BM25_B, BM25_K1, FIELD_BOOSTS, Bm25Params
 
 CONFIG_ENV = "FLYSIFT_CONFIG"
 #: characters of a refused value an error quotes
@@ -50,6 +52,31 @@ class _TomlFile(TomlConfigSettingsSource):
         if unknown:
             raise _config_error(f"{CONFIG_ENV}={path}: unknown setting(s) {', '.join(unknown)}; "
                                 f"valid: {', '.join(valid)}")
+
+
+class FieldWeights(BaseModel):
+    """A collection's paper field weights; a field left out keeps its default (``FIELD_BOOSTS``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: float | None = Field(None, gt=0, allow_inf_nan=False, strict=True)
+    abstract: float | None = Field(None, gt=0, allow_inf_nan=False, strict=True)
+    body: float | None = Field(None, gt=0, allow_inf_nan=False, strict=True)
+
+
+class CollectionSettings(BaseModel):
+    """``[collections.<name>]`` of the config file: the collection's BM25 parameters (docs/search.md, "Scoring").
+    ``bm25_k1``/``bm25_b`` need the cluster engine (tantivy fixes them); field weights work in both engines."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    field_weights: FieldWeights | None = None
+    bm25_k1: float | None = Field(None, ge=0, le=10, allow_inf_nan=False, strict=True)
+    bm25_b: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, strict=True)
+
+
+#: the config models whose keys are checked, by where they sit under ``collections`` (for the valid names in errors)
+_NESTED: dict[int, type[BaseModel]] = {3: CollectionSettings, 4: FieldWeights}
 
 
 class Settings(BaseSettings):
@@ -110,6 +137,42 @@ class Settings(BaseSettings):
         None, description="Key that signs paper-text cursors (16+ characters); default: generated once into "
                           "<data_dir>/cursor_secret. Set it when API processes on several machines share sessions")
 
+    # scoring, per collection (TOML tables [collections.<name>], or FLYSIFT_COLLECTIONS as JSON)
+    collections: dict[str, CollectionSettings] = Field(
+        default_factory=dict, description="Per-collection BM25 parameters: field_weights = {title, abstract, body}, "
+                                          "bm25_k1 (0-10), bm25_b (0-1; both need the cluster engine)")
+
+    @field_validator("collections")
+    @classmethod
+    def _collection_names(cls, value: dict[str, CollectionSettings]) -> dict[str, CollectionSettings]:
+        bad = [name for name in value if not PATTERNS["collection"].fullmatch(name)]
+        if bad:
+            raise ValueError(f"collection name {bad[0][:MAX_QUOTED]!r} is not [a-z0-9][a-z0-9_-]{{0,62}}")
+        return value
+
+    @model_validator(mode="after")
+    def _embedded_bm25(self) -> Settings:
+        """tantivy fixes k1 and b: a collection asking for others on the embedded engine is refused, not ignored."""
+        if self.engine_kind != "embedded":
+            return self
+        for name, c in self.collections.items():
+            if c.bm25_k1 not in (None, BM25_K1) or c.bm25_b not in (None, BM25_B):
+                asked = ", ".join(f"{k}={v}" for k, v in (("bm25_k1", c.bm25_k1), ("bm25_b", c.bm25_b))
+                                  if v is not None)
+                raise ValueError(f"collections.{name}: {asked} needs the cluster engine; the embedded engine (tantivy) "
+                                 f"fixes BM25 at k1={BM25_K1}, b={BM25_B}. Remove bm25_k1/bm25_b from the collection "
+                                 "or use the cluster engine (FLYSIFT_CLUSTER_URL)")
+        return self
+
+    def bm25(self, collection: str) -> Bm25Params:
+        """The BM25 parameters configured for ``collection``: its table's keys, defaults for the rest."""
+        c = self.collections.get(collection)
+        if c is None:
+            return Bm25Params()
+        given = c.field_weights.model_dump(exclude_none=True) if c.field_weights else {}
+        return Bm25Params(k1=BM25_K1 if c.bm25_k1 is None else c.bm25_k1, b=BM25_B if c.bm25_b is None else c.bm25_b,
+                          field_weights={f: float(given.get(f, w)) for f, w in FIELD_BOOSTS.items()})
+
     @property
     def engine_kind(self) -> str:
         if self.engine:
@@ -154,7 +217,13 @@ def describe_error(exc: ValidationError) -> str:
     ``FLYSIFT_CONFIG`` file), the value (cut short; never a credential's) and what it accepts."""
     parts = []
     for err in exc.errors():
-        name = str(err["loc"][0]) if err["loc"] else "?"
+        if not err["loc"]:   # a rule across settings: its message says it all
+            parts.append(err["msg"].removeprefix("Value error, "))
+            continue
+        if len(err["loc"]) > 1:
+            parts.append(_nested_error(err))
+            continue
+        name = str(err["loc"][0])
         env = f"FLYSIFT_{name.upper()}"
         in_file = env not in os.environ and os.environ.get(CONFIG_ENV)
         field = Settings.model_fields.get(name)
@@ -163,8 +232,26 @@ def describe_error(exc: ValidationError) -> str:
         if len(value) > MAX_QUOTED:
             value = value[:MAX_QUOTED] + "…"
         where = f"{name}={value} (in {in_file})" if in_file else f"{env}={value}"
-        parts.append(f"{where}: expected {_accepts(name)}")
+        reason = (err["msg"].removeprefix("Value error, ") if err["type"] == "value_error"
+                  else f"expected {_accepts(name)}")
+        parts.append(f"{where}: {reason}")
     return "invalid setting " + "; ".join(parts)
+
+
+def _nested_error(err: Any) -> str:
+    """A key inside a table (``collections.med.bm25_k1``), named by its path: an unknown key with the valid names,
+    a refused value with pydantic's reason."""
+    loc = [str(x) for x in err["loc"]]
+    path = ".".join(x[:MAX_QUOTED] for x in loc)
+    in_file = f"FLYSIFT_{loc[0].upper()}" not in os.environ and os.environ.get(CONFIG_ENV)
+    where = f" (in {in_file})" if in_file else ""
+    model = _NESTED.get(len(loc)) if loc[0] == "collections" else None
+    if err["type"] == "extra_forbidden" and model is not None:
+        return f"unknown key {path}{where}; valid: {', '.join(sorted(model.model_fields))}"
+    value = repr(err.get("input", ""))
+    if len(value) > MAX_QUOTED:
+        value = value[:MAX_QUOTED] + "…"
+    return f"{path}={value}{where}: {err['msg'].removeprefix('Value error, ')}"
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -151,6 +151,8 @@ class IndexStats(BaseModel):
     index_bytes: int
     build: str | None = None
     terms: dict[str, int] = Field(default_factory=dict)
+    bm25: dict[str, Any] | None = Field(None, description="BM25 parameters paper searches run under: k1, b (those "
+                                        "of the published index) and field_weights")
 
 
 class IndexSummary(BaseModel):

@@ -2,7 +2,8 @@
 
 A query is a list of clauses OR-ed together (BM25 sums their scores), some of which may be required, plus filters.
 Each clause names the text view it targets; the engine analyses ``text`` with that view's analyzer
-(``search.text.analysis``) and searches title, abstract and body with ``FIELD_BOOSTS``.
+(``search.text.analysis``) and searches title, abstract and body with the collection's field weights (``Bm25Params``;
+default ``FIELD_BOOSTS``).
 """
 
 from __future__ import annotations
@@ -11,18 +12,36 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-#: Field weights for paper search; passages have a single text field.
+#: Default field weights for paper search (a collection may set its own: ``Settings.bm25``); query-time boosts in both
+#: engines. Passages have a single text field, weight 1.
 FIELD_BOOSTS: dict[str, float] = {"title": 3.0, "abstract": 2.0, "body": 1.0}
-#: BM25's term-frequency saturation and length normalisation in both engines: tantivy's fixed constants, which the
-#: cluster engine's index similarity repeats (``search.engines.cluster.mappings.SIMILARITY``) so both rank alike.
+PASSAGE_WEIGHTS: dict[str, float] = {"text": 1.0}
+#: BM25's term-frequency saturation and length normalisation: tantivy's fixed constants (the embedded engine cannot
+#: change them) and the cluster engine's default index similarity (``search.engines.cluster.mappings.similarity``).
 BM25_K1 = 1.2
 BM25_B = 0.75
 
 
-def bm25_parameters(kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
+class Bm25Params(BaseModel):
+    """The BM25 parameters of one collection: ``k1`` and ``b`` (index-time in the cluster engine, fixed in tantivy)
+    and the paper fields' query-time weights (every field of ``FIELD_BOOSTS``, in its order)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    k1: float = BM25_K1
+    b: float = BM25_B
+    field_weights: dict[str, float] = Field(default_factory=lambda: dict(FIELD_BOOSTS))
+
+    def report(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
+        """As ``explain`` and ``/v1/stats`` report them: passages have their one text field."""
+        return bm25_parameters(kind, self.k1, self.b, self.field_weights)
+
+
+def bm25_parameters(kind: Literal["papers", "passages"] = "papers", k1: float = BM25_K1, b: float = BM25_B,
+                    field_weights: dict[str, float] | None = None) -> dict[str, Any]:
     """The BM25 parameters a search ran under, as ``explain`` reports them."""
-    fields = dict(FIELD_BOOSTS) if kind == "papers" else {"text": 1.0}
-    return {"k1": BM25_K1, "b": BM25_B, "field_weights": fields}
+    fields = dict(field_weights or FIELD_BOOSTS) if kind == "papers" else dict(PASSAGE_WEIGHTS)
+    return {"k1": k1, "b": b, "field_weights": fields}
 
 
 class Clause(BaseModel):

@@ -30,14 +30,15 @@ def open_engine(settings: Settings, *, collection: str = DEFAULT_COLLECTION) -> 
 
         return ClusterEngine(settings, collection=collection)
     return open_local(settings.data_dir, collection=collection, min_publish_share=settings.min_publish_share,
-                      index_threads=settings.index_threads)
+                      index_threads=settings.index_threads, field_weights=settings.bm25(collection).field_weights)
 
 
 def open_local(data_dir: Path | str, *, collection: str = DEFAULT_COLLECTION,
-               min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None) -> Engine:
+               min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None,
+               field_weights: dict[str, float] | None = None) -> Engine:
     """The embedded engine over the files of one data directory, whatever else is configured: for what lives beside
     its builds (the dense index) and for tools and tests that hold a folder, not settings."""
     from search.engines.embedded.engine import EmbeddedEngine
 
     return EmbeddedEngine(data_dir, collection=collection, min_publish_share=min_publish_share,
-                          index_threads=index_threads)
+                          index_threads=index_threads, field_weights=field_weights)

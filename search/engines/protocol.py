@@ -10,7 +10,7 @@ searched by ``search_terms`` as ``search.text.term_search`` defines it, identica
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from search.core.models import (
     IndexStats,
@@ -101,6 +101,10 @@ class Engine(TermEngine, Protocol):
 
     def has_index(self) -> bool:
         """Whether the collection has a published build (health answers with it; no error when it has none)."""
+
+    def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
+        """k1, b and field weights that searches of ``kind`` run under now (``explain``, ``stats``): the published
+        index's k1/b where an engine sets them per index, the collection's configured weights."""
 
     def stats(self) -> IndexStats: ...
     def close(self) -> None: ...

@@ -25,7 +25,7 @@ from search.core.models import (
     Section,
 )
 from search.core.names import PATTERNS, check_collection
-from search.core.query import EngineQuery, Filters, bm25_parameters
+from search.core.query import EngineQuery, Filters
 from search.engines import Engine, open_engine
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
@@ -137,7 +137,7 @@ class SearchService:
             hit.gene_in_title = gene_in_title(text, hit.title)
         res.query = describe(query) | {"mode": mode}
         if explain_plan:
-            res.query["explain"] = explain(text, query, known_symbols, bm25_parameters("papers"))
+            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("papers"))
         return res
 
     def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
@@ -165,7 +165,7 @@ class SearchService:
                                        took_ms=(time.perf_counter() - t0) * 1000)
         res.query = describe(query) | {"mode": mode}
         if explain_plan:
-            res.query["explain"] = explain(text, query, known_symbols, bm25_parameters("passages"))
+            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("passages"))
         return res
 
     # ---- reading ----------------------------------------------------------------------------------------------

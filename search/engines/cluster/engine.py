@@ -12,7 +12,8 @@ A build writes new versioned indices (refresh off, no replicas, strict mappings 
 new one, never a half-built index. A killed run leaves its indices and its ``-builds`` document behind; the next
 ``open_build`` with the same fingerprint continues them. Analysis is ``search.text.analysis`` expressed as custom
 analyzers and scoring is BM25 (k1=1.2, b=0.75), as in the embedded engine, so both rank alike
-(``tests/engines/test_parity.py``).
+(``tests/engines/test_parity.py``); a collection may set its own k1/b (``Settings.bm25``), which its builds' indices
+are created with, and its field weights, applied at query time.
 
 The concepts live in their own modules: ``transport`` (the client of each flavour, request errors), ``mappings``
 (analysis, field mappings, paper documents), ``query`` (query DSL, highlights), ``bulk`` (loading) and ``terms``
@@ -26,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from search.core.config import Settings
@@ -42,7 +43,7 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.query import FIELD_BOOSTS, EngineQuery
+from search.core.query import BM25_B, BM25_K1, EngineQuery
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.mappings import (
@@ -53,6 +54,8 @@ from search.engines.cluster.mappings import (
     analysis_settings,
     paper_doc,
     paper_from_doc,
+    read_similarity,
+    similarity,
     term_mapping,
 )
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
@@ -89,6 +92,9 @@ class ClusterBuild:
         self._e = engine
         self.fingerprint = fingerprint
         found = engine._find_build(fingerprint) if resume else None
+        if found and engine._similarity_of(engine._index("papers", found["id"])) != (engine.bm25.k1, engine.bm25.b):
+            log.info("not resuming build %s: its indices were created with other BM25 k1/b", found["id"])
+            found = None   # k1/b cannot change on an open index: a new build, created with the configured ones
         self.id = found["id"] if found else _version()
         self.state = (found.get("state") or {}) if found else {}
         self._created = found["created"] if found else time.time()
@@ -207,6 +213,8 @@ class ClusterEngine:
         self.min_publish_share = settings.min_publish_share
         self.chunk_bytes, self.max_retries, self.backoff_s = chunk_bytes, max_retries, backoff_s
         self._bulk_concurrency = bulk_concurrency or settings.cluster_bulk_concurrency
+        #: the collection's BM25 parameters: k1/b for the indices of new builds, field weights for every search
+        self.bm25 = settings.bm25(collection)
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
@@ -251,7 +259,8 @@ class ClusterEngine:
         for kind, mapping in (("papers", PAPER_MAPPING), ("passages", PASSAGE_MAPPING)):
             self._request("PUT", f"/_index_template/{self.base}-{kind}", {
                 "index_patterns": [f"{self.base}-{kind}-2*"], "priority": 100,
-                "template": {"settings": self._index_settings(), "mappings": mapping}}, what="index template")
+                "template": {"settings": self._index_settings(similarity(self.bm25.k1, self.bm25.b)),
+                             "mappings": mapping}}, what="index template")
         try:
             self.t.request("PUT", f"/{self.builds_index}", {"settings": {"number_of_shards": 1},
                                                             "mappings": BUILDS_MAPPING})
@@ -259,9 +268,14 @@ class ClusterEngine:
             if e.error_type != "resource_already_exists_exception":
                 raise
 
-    def _index_settings(self) -> dict[str, Any]:
+    def _index_settings(self, sim: dict[str, Any] = SIMILARITY) -> dict[str, Any]:
         return {"number_of_shards": self.shards, "number_of_replicas": self.replicas,
-                "similarity": SIMILARITY, "analysis": analysis_settings()}
+                "similarity": sim, "analysis": analysis_settings()}
+
+    def _similarity_of(self, index: str) -> tuple[float, float] | None:
+        """(k1, b) an existing index was created with."""
+        res = self._request("GET", f"/{index}/_settings/index.similarity.*", what=f"reading the similarity of {index}")
+        return read_similarity(next(iter(res.values()), {}))
 
     def _check_mappings(self, *indices: str) -> None:
         """Apply the current mappings to a resumed build's indices; a conflict names the field."""
@@ -365,10 +379,10 @@ class ClusterEngine:
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
-        body = {"query": compile_query(query, FIELD_BOOSTS, "section_types"), "from": offset, "size": limit,
-                "track_total_hits": True, "_source": ["pmcid", "title", "abstract", "year", "journal"]}
+        body = {"query": compile_query(query, self.bm25.field_weights, "section_types"), "from": offset,
+                "size": limit, "track_total_hits": True, "_source": ["pmcid", "title", "abstract", "year", "journal"]}
         if snippets:
-            body["highlight"] = highlight(query, FIELD_BOOSTS)
+            body["highlight"] = highlight(query, self.bm25.field_weights)
         res = self._search("papers", body)
         hits = [self._paper_hit(h, query) for h in res["hits"]["hits"]]
         return PaperSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
@@ -393,7 +407,7 @@ class ClusterEngine:
 
     def _paper_hit(self, h: dict[str, Any], query: EngineQuery) -> PaperHit:
         s, hl = h["_source"], h.get("highlight", {})
-        snips = [x for x in (snippet(f, hl) for f in FIELD_BOOSTS) if x]
+        snips = [x for x in (snippet(f, hl) for f in self.bm25.field_weights) if x]
         return PaperHit(pmcid=s["pmcid"], title=s.get("title", ""), abstract=s.get("abstract", "")[:500],
                         year=s.get("year"), journal=s.get("journal"), score=h["_score"] or 0.0, snippets=snips,
                         matched=self._matched(h, query))
@@ -407,7 +421,7 @@ class ClusterEngine:
 
     def export_papers(self, query: EngineQuery, batch_size: int = EXPORT_BATCH) -> Iterator[PaperHit]:
         """Every matching paper, best first, past the 10,000-hit window (``search_after``, no snippets)."""
-        body = {"query": compile_query(query, FIELD_BOOSTS, "section_types"),
+        body = {"query": compile_query(query, self.bm25.field_weights, "section_types"),
                 "_source": ["pmcid", "title", "abstract", "year", "journal"]}
         for h in self._export("papers", body, "pmcid", batch_size):
             yield self._paper_hit(h, query)
@@ -455,17 +469,28 @@ class ClusterEngine:
             raise
         return paper_from_doc(res["_source"]) if res.get("found") else None
 
+    def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
+        """The published index's k1/b (an index keeps those it was created with, whatever is configured now; the
+        cluster's defaults, tantivy's constants, for one without ours; the configured ones before the first
+        publish) and the configured field weights."""
+        try:
+            k1, b = self._similarity_of(self._live_index(kind)) or (BM25_K1, BM25_B)
+        except IndexMissing:
+            k1, b = self.bm25.k1, self.bm25.b
+        return self.bm25.model_copy(update={"k1": k1, "b": b}).report(kind)
+
     def stats(self) -> IndexStats:
         terms = self._term_counts()
         try:
             papers, passages = self._live_index("papers"), self._live_index("passages")
         except IndexMissing:
-            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms)
+            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms,
+                              bm25=self.bm25_parameters())
         st = self._request("GET", f"/{papers},{passages}/_stats/docs,store")["indices"]
         return IndexStats(engine=self.name, papers=st[papers]["primaries"]["docs"]["count"],
                           passages=st[passages]["primaries"]["docs"]["count"],
                           index_bytes=sum(st[i]["primaries"]["store"]["size_in_bytes"] for i in (papers, passages)),
-                          build=papers.rsplit("-papers-", 1)[1], terms=terms)
+                          build=papers.rsplit("-papers-", 1)[1], terms=terms, bm25=self.bm25_parameters())
 
     # ---- ontology terms (search.text.term_search, as search.engines.embedded.terms implements it) -------------
     def write_terms(self, ontology: str, terms: Iterable[Term]) -> int:

@@ -2,7 +2,8 @@
 builds and terms, and the conversion of a paper to its document and back.
 
 Analysis is the pattern tokenizers, lowercase and Snowball English (the analysis-common module), scored with BM25
-(k1=1.2, b=0.75) as in the embedded engine, so that both rank alike (``tests/engines/test_parity.py``).
+(k1=1.2, b=0.75 unless the collection sets its own) as in the embedded engine, so that both rank alike
+(``tests/engines/test_parity.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,24 @@ from search.core.query import BM25_B, BM25_K1
 from search.text import analysis
 from search.text.term_search import FIELD_BOOSTS as TERM_FIELDS
 
-#: the similarity of every index (the embedded engine's BM25 parameters)
-SIMILARITY = {"default": {"type": "BM25", "k1": BM25_K1, "b": BM25_B}}
+
+def similarity(k1: float = BM25_K1, b: float = BM25_B) -> dict[str, Any]:
+    """An index's ``similarity`` setting: BM25 with the collection's k1 and b (read back by ``read_similarity``)."""
+    return {"default": {"type": "BM25", "k1": k1, "b": b}}
+
+
+def read_similarity(index_settings: dict[str, Any]) -> tuple[float, float] | None:
+    """(k1, b) of an index from its ``_settings`` (values come back as strings); None when it has no BM25 default
+    similarity of ours (the cluster's own defaults apply)."""
+    sim = index_settings.get("settings", {}).get("index", {}).get("similarity", {}).get("default", {})
+    try:
+        return float(sim["k1"]), float(sim["b"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+#: the similarity of indices without a collection (ontology terms): the embedded engine's BM25 parameters
+SIMILARITY = similarity()
 
 
 def analysis_settings() -> dict[str, Any]:

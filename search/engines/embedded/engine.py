@@ -42,7 +42,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import tantivy
 from pydantic import BaseModel
@@ -61,7 +61,7 @@ from search.core.models import (
     TermHit,
 )
 from search.core.names import check_collection
-from search.core.query import FIELD_BOOSTS, Clause, EngineQuery
+from search.core.query import FIELD_BOOSTS, PASSAGE_WEIGHTS, Bm25Params, Clause, EngineQuery
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
 from search.text.analysis import ANALYZERS, analyze, stem
@@ -536,8 +536,11 @@ class EmbeddedEngine:
     name = "embedded"
 
     def __init__(self, data_dir: Path | str, collection: str = DEFAULT_COLLECTION, *,
-                 min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None):
+                 min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None,
+                 field_weights: dict[str, float] | None = None):
         self.data_dir = Path(data_dir)
+        #: the collection's paper field weights (query-time boosts); k1 and b are tantivy's, which nothing changes
+        self.bm25 = Bm25Params(field_weights={f: (field_weights or {}).get(f, w) for f, w in FIELD_BOOSTS.items()})
         self.collection = collection
         self.min_publish_share = min_publish_share
         self.index_threads = index_threads
@@ -653,11 +656,11 @@ class EmbeddedEngine:
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        q = self._compile(query, r.paper_schema, FIELD_BOOSTS, "section_types")
+        q = self._compile(query, r.paper_schema, self.bm25.field_weights, "section_types")
         res = r.paper_searcher.search(q, limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
-        matched = self._matched(r.paper_searcher, r.paper_schema, query, FIELD_BOOSTS, "pmcid",
+        matched = self._matched(r.paper_searcher, r.paper_schema, query, self.bm25.field_weights, "pmcid",
                                 [pmcid for _, pmcid, _ in papers])
         hl = Highlighter(query.clauses, stem) if snippets else None
         best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
@@ -679,7 +682,7 @@ class EmbeddedEngine:
         best: dict[str, Passage] = {}
         for pmcid in pmcids:
             scoped = query.model_copy(update={"filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
-            hits = r.passage_searcher.search(self._compile(scoped, r.passage_schema, {"text": 1.0}, "section_type"),
+            hits = r.passage_searcher.search(self._compile(scoped, r.passage_schema, PASSAGE_WEIGHTS, "section_type"),
                                              1, count=False).hits
             if hits:
                 best[pmcid] = r.passage(r.passage_searcher.doc(hits[0][1])["doc"][0])
@@ -689,7 +692,7 @@ class EmbeddedEngine:
                         snippets: bool = True) -> PassageSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = {"text": 1.0}
+        fields = PASSAGE_WEIGHTS
         q = self._compile(query, r.passage_schema, fields, "section_type")
         res = r.passage_searcher.search(q, limit, count=True, offset=offset)
         passages = [(score, r.passage(r.passage_searcher.doc(addr)["doc"][0])) for score, addr in res.hits]
@@ -714,13 +717,17 @@ class EmbeddedEngine:
             p = r.passage(d["doc"][0])
             yield p, titles.get(p.pmcid, "")
 
+    def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
+        return self.bm25.report(kind)
+
     def stats(self) -> IndexStats:
         terms = self._term_index().counts() if (self.data_dir / "terms").exists() else {}
         if not self.has_index():
-            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms)
+            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms,
+                              bm25=self.bm25_parameters())
         r = self._read()
         return IndexStats(engine=self.name, papers=r.paper_searcher.num_docs, passages=r.passage_searcher.num_docs,
-                          index_bytes=_dir_bytes(r.path), build=r.build, terms=terms)
+                          index_bytes=_dir_bytes(r.path), build=r.build, terms=terms, bm25=self.bm25_parameters())
 
     # ---- ontology terms (delegated to the term index) ---------------------------------------------------------
     def _term_index(self) -> TermIndex:

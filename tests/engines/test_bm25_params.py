@@ -1,0 +1,205 @@
+"""BM25 parameters per collection (#16): field weights change ranking in both engines as configured, a cluster build's
+indices carry the collection's k1/b, the embedded engine refuses k1/b it cannot apply, validation errors are one
+line, and ``explain`` and ``/v1/stats`` report the parameters in force."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from search.core.config import CollectionSettings, Settings, load_settings
+from search.core.errors import FlysiftError
+from search.core.models import Paper
+from search.engines import Engine, open_engine
+from search.retrieval.planner import plan
+from search.retrieval.service import SearchService
+from search.text.passages import split_passages
+
+from helpers import ClusterNode, build_index
+
+#: "wingless" in one paper's title, in the other's abstract: the title/abstract weights decide which comes first
+IN_TITLE = Paper(pmcid="PMC200001", title="Wingless signalling", abstract="A study of cell growth in the embryo.")
+IN_ABSTRACT = Paper(pmcid="PMC200002", title="Cell growth in the embryo", abstract="A study of wingless signalling.")
+OTHER = Paper(pmcid="PMC200003", title="Eye disc patterning", abstract="Photoreceptor cells differentiate.")
+PAPERS = [IN_TITLE, IN_ABSTRACT, OTHER]
+
+TITLE_HEAVY = {"title": 10.0, "abstract": 1.0}
+ABSTRACT_HEAVY = {"title": 1.0, "abstract": 10.0}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("FLYSIFT_CONFIG", "FLYSIFT_COLLECTIONS", "FLYSIFT_CLUSTER_URL", "FLYSIFT_ENGINE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _tables(**collections: dict) -> dict[str, CollectionSettings]:
+    """``collections`` as validated settings objects (``model_copy`` of cluster settings does not validate)."""
+    return {name: CollectionSettings.model_validate(c) for name, c in collections.items()}
+
+
+def _first(engine: Engine, text: str = "wingless") -> str:
+    return engine.search_papers(plan(text)).hits[0].pmcid
+
+
+def _publish(engine: Engine, papers: list[Paper], fingerprint: str = "bm25") -> str:
+    build = engine.open_build(fingerprint, resume=False)
+    for p in papers:
+        build.add(p, split_passages(p))
+    build.commit({})
+    build.publish()
+    return build.id
+
+
+# ---- configuration -------------------------------------------------------------------------------------------------
+def test_a_collection_table_sets_its_parameters_and_the_rest_keep_the_defaults(tmp_path, monkeypatch):
+    path = tmp_path / "flysift.toml"
+    path.write_text("[collections.beir-med]\nfield_weights = {title = 1, abstract = 4}\n"
+                    "[collections.default]\nbm25_k1 = 1.2\n")
+    monkeypatch.setenv("FLYSIFT_CONFIG", str(path))
+    s = load_settings()
+    assert s.bm25("beir-med").field_weights == {"title": 1.0, "abstract": 4.0, "body": 1.0}
+    assert s.bm25("default").model_dump() == {"k1": 1.2, "b": 0.75,
+                                              "field_weights": {"title": 3.0, "abstract": 2.0, "body": 1.0}}
+    assert s.bm25("unconfigured") == s.bm25("default")
+
+
+@pytest.mark.parametrize(("table", "expected"), [
+    ({"m": {"field_weights": {"titel": 2}}},
+     "unknown key collections.m.field_weights.titel; valid: abstract, body, title"),
+    ({"m": {"k1": 0.9}}, "unknown key collections.m.k1; valid: bm25_b, bm25_k1, field_weights"),
+    ({"m": {"bm25_k1": 11}}, "collections.m.bm25_k1=11: Input should be less than or equal to 10"),
+    ({"m": {"bm25_b": -0.1}}, "collections.m.bm25_b=-0.1: Input should be greater than or equal to 0"),
+    ({"m": {"bm25_b": float("nan")}}, "collections.m.bm25_b=nan: Input should be a finite number"),
+    ({"m": {"field_weights": {"title": 0}}}, "collections.m.field_weights.title=0: Input should be greater than 0"),
+    ({"m": {"field_weights": {"body": float("inf")}}}, "collections.m.field_weights.body=inf: Input should be a"),
+    ({"m": {"field_weights": {"title": True}}}, "collections.m.field_weights.title=True: Input should be a valid"),
+    ({"m": {"field_weights": {"title": "3"}}}, "collections.m.field_weights.title='3': Input should be a valid number"),
+    ({"../etc": {}}, "collection name '../etc' is not"),
+])
+def test_refused_parameters_are_one_line_naming_the_key(table, expected):
+    with pytest.raises(FlysiftError) as e:
+        load_settings(collections=table, cluster_url="http://127.0.0.1:1")
+    assert e.value.code == "config_error" and "\n" not in e.value.message
+    assert expected in e.value.message, e.value.message
+
+
+def test_an_unknown_key_in_the_file_names_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "flysift.toml"
+    path.write_text("[collections.med]\nfield_weight = {title = 2}\n")
+    monkeypatch.setenv("FLYSIFT_CONFIG", str(path))
+    with pytest.raises(FlysiftError) as e:
+        load_settings()
+    assert f"unknown key collections.med.field_weight (in {path}); valid: bm25_b, bm25_k1, field_weights" \
+        in e.value.message
+
+
+@pytest.mark.parametrize("table", [{"bm25_k1": 0.9}, {"bm25_b": 0.4}, {"bm25_k1": 0.9, "bm25_b": 0.4}])
+def test_the_embedded_engine_refuses_k1_b_it_cannot_apply_at_startup(tmp_path, monkeypatch, table):
+    from search.cli.main import main
+
+    monkeypatch.setenv("FLYSIFT_COLLECTIONS", '{"beir-med": %s}' % str(table).replace("'", '"'))
+    result = CliRunner().invoke(main, ["stats", "--data-dir", str(tmp_path)])   # serve loads settings alike
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and "Traceback" not in result.output and len(lines) == 1, result.output
+    assert lines[0].startswith("error [config_error]: invalid setting collections.beir-med: ")
+    assert "embedded engine (tantivy) fixes BM25 at k1=1.2, b=0.75" in lines[0]
+    assert "Remove bm25_k1/bm25_b" in lines[0] and "cluster engine" in lines[0]
+    # tantivy's own values are not a change; the cluster engine takes any
+    load_settings(collections={"beir-med": {"bm25_k1": 1.2, "bm25_b": 0.75}})
+    assert load_settings(collections={"beir-med": table}, cluster_url="http://127.0.0.1:1").bm25("beir-med").k1 \
+        == table.get("bm25_k1", 1.2)
+
+
+# ---- embedded engine -----------------------------------------------------------------------------------------------
+def test_embedded_field_weights_change_ranking_as_configured(tmp_path):
+    build_index(tmp_path, PAPERS, collection="w")
+    title = open_engine(Settings(data_dir=tmp_path, collections=_tables(w={"field_weights": TITLE_HEAVY})),
+                        collection="w")
+    abstract = open_engine(Settings(data_dir=tmp_path, collections=_tables(w={"field_weights": ABSTRACT_HEAVY})),
+                           collection="w")
+    other = open_engine(Settings(data_dir=tmp_path, collections=_tables(other={"field_weights": ABSTRACT_HEAVY})),
+                        collection="w")
+    assert _first(title) == IN_TITLE.pmcid and _first(abstract) == IN_ABSTRACT.pmcid
+    assert _first(other) == IN_TITLE.pmcid          # another collection's table does not apply (default: title 3)
+
+
+def test_explain_and_stats_report_the_parameters_in_force(tmp_path):
+    build_index(tmp_path, PAPERS, collection="w")
+    settings = Settings(data_dir=tmp_path, collections=_tables(w={"field_weights": ABSTRACT_HEAVY}))
+    svc = SearchService(settings)
+    papers = svc.search_papers("wingless", collection="w", explain_plan=True)
+    assert papers.hits[0].pmcid == IN_ABSTRACT.pmcid
+    assert papers.query["explain"]["bm25"] == {"k1": 1.2, "b": 0.75,
+                                               "field_weights": {"title": 1.0, "abstract": 10.0, "body": 1.0}}
+    passages = svc.search_passages("wingless", collection="w", explain_plan=True)
+    assert passages.query["explain"]["bm25"] == {"k1": 1.2, "b": 0.75, "field_weights": {"text": 1.0}}
+    from search.api.app import create_app
+
+    with TestClient(create_app(settings)) as http:
+        stats = http.get("/v1/stats", params={"collection": "w"}).json()
+        default = http.get("/v1/stats").json()
+    assert stats["bm25"] == papers.query["explain"]["bm25"] and stats["papers"] == 3
+    assert default["bm25"]["field_weights"] == {"title": 3.0, "abstract": 2.0, "body": 1.0}
+
+
+# ---- cluster engine ------------------------------------------------------------------------------------------------
+def _cluster(settings: Settings, **collections: dict) -> Engine:
+    return open_engine(settings.model_copy(update={"collections": _tables(**collections)}))
+
+
+@pytest.mark.cluster
+def test_cluster_field_weights_change_ranking_as_configured(cluster_settings):
+    _publish(_cluster(cluster_settings), PAPERS)
+    assert _first(_cluster(cluster_settings, default={"field_weights": TITLE_HEAVY})) == IN_TITLE.pmcid
+    assert _first(_cluster(cluster_settings, default={"field_weights": ABSTRACT_HEAVY})) == IN_ABSTRACT.pmcid
+
+
+@pytest.mark.cluster
+def test_cluster_build_indices_carry_the_collections_k1_b(cluster_settings, cluster_node: ClusterNode):
+    engine = _cluster(cluster_settings, default={"bm25_k1": 0.9, "bm25_b": 0.4})
+    build = _publish(engine, PAPERS)
+    prefix = cluster_settings.cluster_index_prefix
+    for kind in ("papers", "passages"):
+        index = f"{prefix}-{kind}-{build}"
+        sim = cluster_node.call("GET", f"/{index}/_settings")[index]["settings"]["index"]["similarity"]["default"]
+        assert (sim["type"], float(sim["k1"]), float(sim["b"])) == ("BM25", 0.9, 0.4)
+    report = {"k1": 0.9, "b": 0.4, "field_weights": {"title": 3.0, "abstract": 2.0, "body": 1.0}}
+    assert engine.bm25_parameters() == report and engine.stats().bm25 == report
+    # the published index keeps its k1/b until a new build: what is in force, not what is configured now
+    later = _cluster(cluster_settings, default={"bm25_k1": 2.0, "bm25_b": 1.0})
+    assert later.bm25_parameters("passages") == {"k1": 0.9, "b": 0.4, "field_weights": {"text": 1.0}}
+    _publish(later, PAPERS, fingerprint="again")
+    assert later.bm25_parameters()["k1"] == 2.0 and later.bm25_parameters()["b"] == 1.0
+
+
+@pytest.mark.cluster
+def test_cluster_b_changes_ranking(cluster_settings):
+    """b = 1 normalises by length (the short abstract wins), b = 0 does not (two mentions beat one)."""
+    short = Paper(pmcid="PMC300001", title="A", abstract="wingless in wing")
+    long = Paper(pmcid="PMC300002", title="B", abstract="wingless wingless " + "cell " * 60)
+    for b, first in ((1.0, short.pmcid), (0.0, long.pmcid)):
+        engine = _cluster(cluster_settings, default={"bm25_b": b})
+        _publish(engine, [short, long, OTHER], fingerprint=f"b{b}")
+        assert _first(engine) == first, b
+
+
+@pytest.mark.cluster
+def test_cluster_build_is_not_resumed_under_other_k1_b(cluster_settings):
+    first = _cluster(cluster_settings, default={"bm25_k1": 0.9}).open_build("same-input")
+    first.add(IN_TITLE, split_passages(IN_TITLE))
+    first.commit({"consumed": 1})
+    again = _cluster(cluster_settings, default={"bm25_k1": 0.9}).open_build("same-input")
+    assert again.id == first.id                                   # same parameters: resumed
+    other = _cluster(cluster_settings, default={"bm25_k1": 1.5}).open_build("same-input")
+    assert other.id != first.id                                   # k1 cannot change on an open index: a new build
+
+
+def test_engines_take_only_their_collections_weights(tmp_path: Path):
+    """The factory hands each collection its own table (a name, never a path, picks it)."""
+    settings = Settings(data_dir=tmp_path, collections=_tables(a={"field_weights": {"body": 5}}))
+    assert open_engine(settings, collection="a").bm25_parameters()["field_weights"]["body"] == 5.0
+    assert open_engine(settings, collection="b").bm25_parameters()["field_weights"]["body"] == 1.0
