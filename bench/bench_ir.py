@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from eval.ir import Collection, evaluate_collection, load_beir, write_trec_run
 from eval.report import write_ir_report
@@ -54,8 +55,8 @@ def flyaoc_style_run(coll: Collection, depth: int = 100) -> dict[str, dict[str, 
 
 
 @contextlib.contextmanager
-def local_service():
-    """A real service on a free loopback port over a throw-away data directory."""
+def local_service(settings: Any = None):
+    """A real service on a free loopback port over a throw-away data directory (or with ``settings``, over theirs)."""
     import uvicorn
 
     from search.api.app import create_app
@@ -65,8 +66,8 @@ def local_service():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         s.close()
-        server = uvicorn.Server(uvicorn.Config(create_app(Settings(data_dir=Path(tmp))), host="127.0.0.1", port=port,
-                                               log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(create_app(settings or Settings(data_dir=Path(tmp))), host="127.0.0.1",
+                                               port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         while not server.started:

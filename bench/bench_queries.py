@@ -16,6 +16,13 @@ What it measures, all against one local service (started on a free loopback port
 
 usage: python bench/bench_queries.py [--data DIR] [--out DIR] [--papers 1000] [--words 1500]
                                      [--compare-planner REV] [--collections med,nfcorpus-test,cranfield]
+       python bench/bench_queries.py --field-weights-grid [--grid-title 1,2,3] [--grid-abstract 1,2]
+
+``--field-weights-grid`` runs only this: every collection indexed once, then for each global field-weight setting
+(the current default first, then title × abstract, body 1) one service over the same index with that setting for
+every collection, all judged queries asked; nDCG@10 per collection and their mean, each setting's paired t-test
+against the default per collection (``grid.md``/``grid.json``). Defaults are chosen on the mean over all
+collections, never per collection (docs/search.md, "Scoring").
 
 Needs ``bm25s`` and ``PyStemmer`` (the ``bench`` extra: ``pip install -e ".[bench]"``). Times are wall and CPU
 seconds of this process (the service runs in it); the machine is shared, so they are indicative only.
@@ -26,6 +33,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -223,6 +231,109 @@ def hazards() -> dict[str, bool]:
         }
 
 
+# -------------------------------------------------------------------------------------------- field-weight grid
+
+#: a loss on one collection smaller than noise: the paired t-test against the default does not reject at this level
+NOISE_P = 0.05
+
+
+def cpu_now() -> float:
+    """CPU seconds of this process and its children (the service runs in this process)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def weight_grid(titles: list[float], abstracts: list[float]) -> list[dict[str, float]]:
+    """The settings to try: the current default first (the base of every comparison), then title × abstract with
+    body 1 (BEIR documents have no body, so there only the title:abstract ratio matters)."""
+    from search.core.query import FIELD_BOOSTS
+
+    grid = [dict(FIELD_BOOSTS)] + [{"title": t, "abstract": a, "body": 1.0} for t in titles for a in abstracts]
+    return [dict(w) for w in dict.fromkeys(tuple(sorted(w.items())) for w in grid)]
+
+
+def weights_label(w: dict[str, float]) -> str:
+    return f"title {w['title']:g}, abstract {w['abstract']:g}, body {w['body']:g}"
+
+
+def grid_rows(data: Path, names: list[str], grid: list[dict[str, float]], log: Any) -> dict:
+    """nDCG@10 of every setting of ``grid`` on every collection, indexed once and served under each setting."""
+    from bench.bench_ir import local_service
+    from search.client import Client
+    from search.core.config import CollectionSettings, Settings
+
+    colls = {name: load_beir(data / name) for name in names}
+    svc = {name: service_collection_name(c.name) for name, c in colls.items()}
+    runs: dict[str, dict[str, dict]] = {name: {} for name in names}
+    failed: dict[str, dict[str, int]] = {name: {} for name in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        with local_service(Settings(data_dir=Path(tmp))) as url, Client(url) as client:
+            for name, coll in colls.items():
+                log(f"[{name}] indexing {len(coll.docs)} documents")
+                index_collection(client, coll, svc[name])
+        for w in grid:
+            label = weights_label(w)
+            log(f"[grid] {label}")
+            table = CollectionSettings.model_validate({"field_weights": w})
+            settings = Settings(data_dir=Path(tmp), collections={svc[n]: table for n in names})
+            with local_service(settings) as url, Client(url) as client:
+                for name, coll in colls.items():
+                    in_force = client.stats(svc[name]).bm25 or {}
+                    if in_force.get("field_weights") != w:   # the run must be labelled with what the service used
+                        raise SystemExit(f"{name}: the service reports {in_force}, not {w}")
+                    errs: dict[str, str] = {}
+                    runs[name][label] = search_run(client, coll, svc[name], errors=errs)
+                    failed[name][label] = len(errs)
+    base = weights_label(grid[0])
+    rows: list[dict[str, Any]] = [{"weights": w, "label": weights_label(w), "collections": {}} for w in grid]
+    for name, coll in colls.items():
+        scored = score_runs(coll.qrels, runs[name])
+        p_values = {s["b"]: s["p_value"] for s in scored["significance"] if s["metric"] == "ndcg@10"}
+        for row in rows:
+            nd = scored["runs"][row["label"]]["ndcg@10"]
+            row["collections"][name] = {"ndcg@10": round(nd, 4),
+                                        "delta": round(nd - scored["runs"][base]["ndcg@10"], 4),
+                                        "p_value": None if row["label"] == base else round(p_values[row["label"]], 4),
+                                        "failed": failed[name][row["label"]]}
+    for row in rows:
+        row["mean"] = round(sum(c["ndcg@10"] for c in row["collections"].values()) / len(names), 4)
+    for row in rows:
+        cs = row["collections"].values()
+        row["mean_delta"] = round(row["mean"] - rows[0]["mean"], 4)
+        # better on the mean, by more than noise somewhere (a gain the paired t-test accepts on some collection), and
+        # no collection worse by more than noise (a loss it accepts); identical rankings give no p-value (nan)
+        beyond_noise = [c for c in cs if c["p_value"] is not None and c["p_value"] < NOISE_P]
+        row["qualifies"] = (row["label"] != base and row["mean_delta"] > 0 and any(c["delta"] > 0 for c in beyond_noise)
+                            and not any(c["delta"] < 0 for c in beyond_noise))
+    titled = {name: sum(bool((d.get("title") or "").strip()) for d in c.docs) for name, c in colls.items()}
+    return {"base": base, "collections": names, "rows": rows, "noise_p": NOISE_P, "docs_with_title": titled}
+
+
+def grid_markdown(res: dict) -> str:
+    names = res["collections"]
+    lines = ["| title | abstract | body | " + " | ".join(f"{n} nDCG@10 (Δ, p)" for n in names)
+             + " | mean | Δ mean | rule |", "|---|---|---|" + "---|" * (len(names) + 3)]
+    for row in res["rows"]:
+        w = row["weights"]
+        cells = []
+        for n in names:
+            c = row["collections"][n]
+            p = c["p_value"]
+            cells.append(f"{c['ndcg@10']:.4f}" if p is None else f"{c['ndcg@10']:.4f} (same ranking)" if p != p
+                         else f"{c['ndcg@10']:.4f} ({c['delta']:+.4f}, p {p:.2f})")
+        rule = "default" if row["label"] == res["base"] else ("better" if row["qualifies"] else "–")
+        lines.append(f"| {w['title']:g} | {w['abstract']:g} | {w['body']:g} | " + " | ".join(cells)
+                     + f" | {row['mean']:.4f} | {row['mean_delta']:+.4f} | {rule} |")
+    best = max(res["rows"], key=lambda r: r["mean"])
+    verdict = f"Best on the mean: {best['label']} ({best['mean']:.4f}); " + (
+        f"better than the default on the mean, beyond noise on some collection and worse beyond noise on none "
+        f"(paired t-test, p < {res['noise_p']})." if best["qualifies"] else
+        "the default stays: no setting is better on the mean by more than noise without a loss beyond noise.")
+    titled = ", ".join(f"{n} {k}" for n, k in res["docs_with_title"].items())
+    return ("\n".join(lines) + f"\n\nDocuments with a title: {titled} (where none has one, the weights cannot matter)."
+            + "\n\n" + verdict + "\n")
+
+
 # ----------------------------------------------------------------------------------------------------------- main
 
 def markdown(rows: list[dict], gen: dict | None, haz: dict[str, bool]) -> str:
@@ -266,11 +377,28 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=1500)
     ap.add_argument("--compare-planner", default=None, metavar="REV",
                     help="also run the planner of this git revision on the same indexes")
+    ap.add_argument("--field-weights-grid", action="store_true",
+                    help="run only the grid of global field weights over all --collections (grid.md, grid.json)")
+    ap.add_argument("--grid-title", default="1,2,3", help="title weights of the grid")
+    ap.add_argument("--grid-abstract", default="1,2", help="abstract weights of the grid")
     args = ap.parse_args()
     from search.client import Client
 
     def log(m: str) -> None:
         print(m, flush=True)
+
+    if args.field_weights_grid:
+        numbers = lambda text: [float(x) for x in text.split(",") if x]  # noqa: E731
+        grid = weight_grid(numbers(args.grid_title), numbers(args.grid_abstract))
+        wall, cpu = time.perf_counter(), cpu_now()
+        res = grid_rows(args.data, [c for c in args.collections.split(",") if c], grid, log)
+        res |= {"wall_s": round(time.perf_counter() - wall, 1), "cpu_s": round(cpu_now() - cpu, 1)}
+        md = grid_markdown(res) + f"\nWhole run: {res['wall_s']} s wall, {res['cpu_s']} s CPU (process + children).\n"
+        print(md)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "grid.md").write_text(md, encoding="utf-8")
+        (args.out / "grid.json").write_text(json.dumps(res, indent=1))
+        return
 
     old = planner_at(args.compare_planner) if args.compare_planner else None
     started = time.perf_counter(), time.process_time()
