@@ -379,8 +379,11 @@ class ClusterEngine:
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
+        # ties by pmcid, as the export pages them: the order of equal scores must not depend on which bulk request
+        # (several run in parallel) reached the shard first
         body = {"query": compile_query(query, self.bm25.field_weights, "section_types"), "from": offset,
-                "size": limit, "track_total_hits": True, "_source": ["pmcid", "title", "abstract", "year", "journal"]}
+                "size": limit, "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
+                "_source": ["pmcid", "title", "abstract", "year", "journal"]}
         if snippets:
             body["highlight"] = highlight(query, self.bm25.field_weights)
         res = self._search("papers", body)
@@ -392,7 +395,7 @@ class ClusterEngine:
                         snippets: bool = True) -> PassageSearchResults:
         t0 = time.perf_counter()
         body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type"), "from": offset, "size": limit,
-                "track_total_hits": True}
+                "track_total_hits": True, "sort": [{"_score": "desc"}, {"id": "asc"}]}
         if snippets:
             body["highlight"] = highlight(query, PASSAGE_FIELDS)
         res = self._search("passages", body)
