@@ -352,6 +352,7 @@ def flysift_build(corpus: Path, data_dir: Path, workers: int | None,
         return {}, f"exit status {run.returncode}: {error_text(run.stderr)}"
     summary = json.loads(run.stdout.strip().splitlines()[-1])
     return {"wall_s": round(run.seconds, 2), "cpu_s": round(run.cpu_seconds, 2), "peak_rss": run.peak_rss,
+            "peak_anon": run.peak_anon,
             "index_bytes": dir_bytes(data_dir), "workers": workers, "summary": summary}, None
 
 
@@ -610,7 +611,8 @@ def report(results: dict) -> str:
         if f.get("status") == "ok":
             b = f["build"]
             parts.append(f"### Full size: {f['papers']:,} papers\n\nflysift build: {b['wall_s']:.0f} s wall, "
-                         f"{b['cpu_s']:.0f} s CPU, peak RSS {fmt_bytes(b['peak_rss'])}, index "
+                         f"{b['cpu_s']:.0f} s CPU, peak RSS {fmt_bytes(b['peak_rss'])} (of it anonymous memory, "
+                         f"without mapped index files: {fmt_bytes(b.get('peak_anon', 0))}), index "
                          f"{fmt_bytes(b['index_bytes'])}.\n")
         else:
             parts.append(f"### Full size\n\nflysift build {f.get('status')}: {f.get('error')}\n")

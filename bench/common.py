@@ -82,6 +82,8 @@ class ChildRun:
     peak_rss: int
     stdout: str
     stderr: str
+    #: peak of the tree's anonymous memory (RSS less mapped files), polled; 0 when not measured
+    peak_anon: int = 0
 
     def check(self) -> ChildRun:
         if self.returncode != 0:
@@ -90,14 +92,18 @@ class ChildRun:
         return self
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
+def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    """RSS of a process tree, and its anonymous part (RSS less file-backed and shared pages: what the processes
+    allocated, without the index files they map, which the kernel can drop at any time)."""
+    total = anon = 0
     for p in [proc, *proc.children(recursive=True)]:
         try:
-            total += p.memory_info().rss
+            m = p.memory_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total
+            continue
+        total += m.rss
+        anon += max(0, m.rss - getattr(m, "shared", 0))
+    return total, anon
 
 
 def run_measured(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
@@ -112,10 +118,12 @@ def run_measured(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: 
         start = time.perf_counter()
         popen = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=cwd)
         proc = psutil.Process(popen.pid)
-        peak, status = 0, None
+        peak = peak_anon = 0
+        status = None
         while status is None:
             try:
-                peak = max(peak, _tree_rss(proc))
+                rss, anon = _tree_rss(proc)
+                peak, peak_anon = max(peak, rss), max(peak_anon, anon)
             except psutil.NoSuchProcess:
                 pass
             pid, wstatus, usage = os.wait4(popen.pid, os.WNOHANG)
@@ -133,7 +141,7 @@ def run_measured(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: 
         out.seek(0)
         err.seek(0)
         return ChildRun(list(cmd), status, seconds, usage.ru_utime + usage.ru_stime,
-                        max(peak, usage.ru_maxrss * 1024), out.read(), err.read())
+                        max(peak, usage.ru_maxrss * 1024), out.read(), err.read(), peak_anon)
 
 
 def free_port() -> int:
