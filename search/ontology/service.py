@@ -321,9 +321,22 @@ class TermService:
             with self._lock:
                 cached = self._lex.get(name)
                 if cached is None or cached[0] != key:
-                    cached = (key, self._load_model(name) or RerankModel.learn(self.ontology(name)))
+                    model = self._load_model(name)
+                    if model is None:   # none saved, an older format, or one that does not fit: learn it once
+                        model = RerankModel.learn(self.ontology(name))
+                        key = self._keep_learned(name, model, key)
+                    cached = (key, model)
                     self._lex[name] = cached
         return cached[1]
+
+    def _keep_learned(self, name: str, model: RerankModel, key: tuple[int, int | None]) -> tuple[int, int | None]:
+        """Save a model learned at search time, so that the next process (a CLI call, another worker) loads it
+        instead of learning it again; a read-only data dir only costs that. Returns the cache key after saving."""
+        try:
+            self._save_model(name, model)
+            return (key[0], self.model_path(name).stat().st_mtime_ns)
+        except OSError:
+            return key
 
     def _ranked(self, ontology: str, lex: RerankModel, query: str, limit: int, filters: dict[str, Any]
                 ) -> list[TermHit]:

@@ -90,3 +90,34 @@ def test_a_model_file_that_does_not_load_is_learned_again(data_dir, tmp_path, pl
     svc.model_path("go").write_bytes(planted)
     assert svc._load_model("go") is None
     assert svc.search("go", "cell nucleus").hits[0].id == "GO:0005634"
+
+
+def test_a_model_learned_at_search_time_is_saved_for_the_next_process(data_dir, tmp_path, monkeypatch):
+    """A data dir indexed before the .npz model (or one whose model file broke) learns the model once: the next
+    service — the next `flysift terms` call — loads it instead of learning it again on every call."""
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d, symlinks=True)
+    first = TermService(d)
+    first.model_path("go").unlink()
+    want = first.search("go", "cell nucleus", limit=5)
+    assert first.model_path("go").exists() and first._load_model("go") is not None
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the model was learned again")
+
+    monkeypatch.setattr(RerankModel, "learn", refuse)
+    assert TermService(d).search("go", "cell nucleus", limit=5) == want
+
+
+def test_a_data_dir_that_cannot_be_written_still_answers_with_a_learned_model(data_dir, tmp_path, monkeypatch):
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d, symlinks=True)
+    svc = TermService(d)
+    svc.model_path("go").unlink()
+
+    def read_only(*_a, **_k):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(RerankModel, "save", read_only)
+    assert svc.search("go", "cell nucleus").hits[0].id == "GO:0005634"
+    assert not svc.model_path("go").exists()
