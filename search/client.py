@@ -34,6 +34,7 @@ LABEL_PAGE_SIZE = 5000
 
 # ---- errors ---------------------------------------------------------------------------------------------------------
 
+
 class ClientError(Exception):
     """An error answer of the API (or no answer). ``code`` is the API's stable error code."""
 
@@ -408,6 +409,17 @@ def _result(req: _Request, resp: httpx.Response) -> Any:
     return req.parse(body)
 
 
+def _follow(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+    """Pages from ``fetch(cursor)``, starting with no cursor and following ``next_cursor`` until a page has none."""
+    cursor = None
+    while True:
+        page = fetch(cursor)
+        yield page
+        if not page.next_cursor:
+            return
+        cursor = page.next_cursor
+
+
 class Client(_Endpoints):
     """Synchronous client. ``session_id`` (settable) is sent as ``X-Session-Id`` so reads count against it."""
 
@@ -432,26 +444,14 @@ class Client(_Endpoints):
                          collection: str = "default") -> Iterator[PaperText]:
         """Every page of a paper, following ``next_cursor``."""
         sections = list(sections) if sections is not None else None
-        cursor = None
-        while True:
-            page = self.get_paper(pmcid, sections, max_chars, cursor, collection)
-            yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return _follow(lambda cursor: self.get_paper(pmcid, sections, max_chars, cursor, collection))
 
     def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
                          hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
                          ) -> Iterator[Any]:
         """Every page of the term label export, following ``next_cursor`` (all pages share one ``version``; a
         re-index in between is an ``InvalidRequestError`` with code ``cursor_stale``: start again)."""
-        cursor = None
-        while True:
-            page = self.term_labels(ontology, page_size, cursor, hidden, hidden_descendants)
-            yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return _follow(lambda cursor: self.term_labels(ontology, page_size, cursor, hidden, hidden_descendants))
 
     def close(self) -> None:
         self._http.close()
