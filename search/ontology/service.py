@@ -19,10 +19,11 @@ import os
 import re
 import tempfile
 import threading
+import time
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -60,6 +61,8 @@ MODEL_FILE = ".rerank.npz"
 #: the model's file before it was an ``.npz`` (removed when an ontology is indexed again)
 OLD_MODEL_FILE = ".rerank" + SUFFIX
 LEGACY_FILE = ".pkl"
+#: a directory listing is reused while the directory's mtime is unchanged and older than this (mtimes move in ticks)
+LISTING_SETTLED_NS = 2_000_000_000
 
 
 class TermRef(BaseModel):
@@ -159,6 +162,7 @@ class TermService:
         self._onts: dict[str, tuple[int, Ontology]] = {}
         self._lex: dict[str, tuple[tuple[int, int | None], RerankModel]] = {}
         self._lock = threading.RLock()
+        self._listed: tuple[tuple[int, int], dict[str, Path], set[str]] | None = None
         # per service: a class-level lru_cache would key on (and keep alive) every service ever made
         self._hidden = lru_cache(maxsize=64)(self._expand_hidden)
 
@@ -173,6 +177,10 @@ class TermService:
         found: dict[str, Path] = {}
         legacy: set[str] = set()
         try:
+            st = d.stat()
+            key = (st.st_ino, st.st_mtime_ns)
+            if self._listed is not None and self._listed[0] == key:   # every search asks: keep it while unchanged
+                return dict(self._listed[1]), set(self._listed[2])
             entries = list(d.iterdir())
         except OSError:
             return found, legacy
@@ -181,7 +189,10 @@ class TermService:
                 found[n] = p
             elif p.name.endswith(LEGACY_FILE) and is_valid("ontology", n := p.name[:-len(LEGACY_FILE)]):
                 legacy.add(n)
-        return found, legacy - set(found)
+        legacy -= set(found)
+        if time.time_ns() - st.st_mtime_ns > LISTING_SETTLED_NS:   # a change within the clock's tick would not show
+            self._listed = (key, dict(found), set(legacy))
+        return found, legacy
 
     def names(self) -> list[str]:
         return sorted(self._listing()[0])
@@ -370,7 +381,8 @@ class TermService:
         ranked = rerank(lex, variants, list(first), scores, limit)
         if ranked is None:
             ranked = [Ranked(cid, score, None) for cid, score in list(first.items())[:limit]]
-        tokens = {t for v in query_variants(query) for t in v}
+        # the engine explains only hits the model does not know (the label the re-ranker matched says it otherwise)
+        tokens = {t for v in query_variants(query) for t in v} if any(r.label is None for r in ranked) else set()
         built = {h.id: h for h in self.engine.term_hits(ontology, [r.id for r in ranked], tokens)}
         out = []
         for r in ranked:
@@ -888,6 +900,11 @@ class RerankModel:
                 np.any(np.diff(arrays["syn_ends"]) < 1):
             raise ValueError("an index out of range")
 
+    @cached_property
+    def columns(self) -> _Columns:
+        """The columns :func:`rerank` scores with, as numpy arrays (made on the first search, in milliseconds)."""
+        return _Columns(self)
+
     # ---- per term, made when first needed --------------------------------------------------------------------------
     def term(self, i: int) -> list[tuple[frozenset[str], float, str, tuple[bool, ...]]]:
         """Term ``i``'s labels (the name, then its synonyms): stems, IDF weight, scope ("" for the name), frame."""
@@ -981,6 +998,24 @@ class RerankModel:
         return list({tuple(o): o for o in out if o != ws}.values())[:MAX_REWRITES]
 
 
+class _Columns:
+    """A model's columns as the vectorised re-ranker reads them: where each term's labels, each label's stems and each
+    term's definition stems start, the stems' codes, and per vocabulary code its regulation-frame bit."""
+
+    def __init__(self, lex: RerankModel):
+        a = lex.arrays
+        starts = lambda x: np.concatenate(([0], np.cumsum(x, dtype=np.int64)))  # noqa: E731
+        self.label_at, self.stem_at, self.def_at = starts(a["labels"]), starts(a["sizes"]), starts(a["def_sizes"])
+        self.stems, self.def_stems = a["stems"].astype(np.int64), a["def_stems"].astype(np.int64)
+        self.weights, self.scopes = a["weights"].astype(np.float64), a["scopes"].astype(np.int64)
+        self.generality = a["generality"].astype(np.float64)
+        self.code = {t: c for c, t in enumerate(lex.vocab)}
+        self.frame_bits = np.zeros(len(lex.vocab) + 1)
+        for n, f in enumerate(FRAME):
+            if (c := self.code.get(f)) is not None:
+                self.frame_bits[c] = 1 << n
+
+
 class Ranked(NamedTuple):
     """A re-ranked candidate: its score and the label that matched best (0 the name, k the k-th synonym; None for an
     id the model does not know, whose hit keeps the engine's explanation)."""
@@ -1000,7 +1035,10 @@ def rerank(lex: RerankModel, variants: list[tuple[str, float]], candidates: list
     regulation frame differs, × ``SYNONYM_DISCOUNT[scope]`` for synonyms (names first). A form whose stems are
     exactly a label's adds ``EXACT_BONUS[scope]`` × its discount. ``engine`` holds each candidate's engine score over
     the top engine score of its search. Engine-neutral: both engines rank alike. The best ``limit`` (all when
-    None), best first; ties keep the candidates' order. None when no variant has a word: the engine's order stands."""
+    None), best first; ties keep the candidates' order. None when no variant has a word: the engine's order stands.
+
+    Computed over the model's columns at once (every candidate label × every form as numpy arrays), not label by
+    label in Python: about 100 candidates × their labels × up to 10 forms per search."""
     forms = []
     for text, discount in variants:
         toks = stems(words(text))
@@ -1009,41 +1047,95 @@ def rerank(lex: RerankModel, variants: list[tuple[str, float]], candidates: list
             forms.append((toks, idf, sum(idf.values()), _frame(toks), discount))
     if not forms:
         return None
-    anywhere = frozenset().union(*(f[0] for f in forms))
-    one_word = len(forms[0][0]) == 1
-    scored: list[tuple[float, int, int | None, str]] = []   # score, order, best label, id
-    for order, cid in enumerate(candidates):
-        i = lex.index.get(cid)
-        if i is None:
-            scored.append((W_ENGINE * engine.get(cid, 0.0), order, None, cid))
-            continue
-        best = direct = exact = 0.0
-        best_k = 0
-        for k, (lab, weight, scope, frame) in enumerate(lex.term(i)):
-            if not lab or anywhere.isdisjoint(lab):
-                continue
-            label_discount = SYNONYM_DISCOUNT.get(scope, 0.9) if k else 1.0
-            for toks, idf, w, fr, discount in forms:
-                inter = toks & lab
-                if not inter:
-                    continue
-                if len(inter) == 1:
-                    (t,) = inter
-                    s = 2 * idf[t] / (w + weight)
-                else:
-                    s = 2 * sum(map(idf.__getitem__, inter)) / (w + weight)
-                if discount == 1.0 and s > direct:   # the label reported: best against the query itself
-                    direct, best_k = s, k
-                if toks == lab and discount >= MENTION_DISCOUNT:
-                    exact = max(exact, discount * EXACT_BONUS.get(scope, 0.18))
-                s *= discount * (FRAME_PENALTY if fr != frame else 1.0) * label_discount
-                if s > best:
-                    best = s
-        definition = lex.definition(i)
-        cover = max(sum(map(idf.__getitem__, toks & definition)) / (w or 1.0) for toks, idf, w, *_ in forms)
-        score = best + exact + W_DEF * cover + W_ENGINE * engine.get(cid, 0.0)
-        if one_word and best > 0:
-            score += W_GENERAL * lex.generality(i)
-        scored.append((score, order, best_k, cid))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    return [Ranked(cid, score, label) for score, _, label, cid in (scored[:limit] if limit else scored)]
+    rows = np.fromiter((lex.index.get(c, -1) for c in candidates), np.int64, len(candidates))
+    score = W_ENGINE * np.fromiter((engine.get(c, 0.0) for c in candidates), np.float64, len(candidates))
+    label = np.zeros(len(candidates), np.int64)
+    known = rows >= 0
+    if known.any():
+        s, k = _label_scores(lex, forms, rows[known], score[known])
+        score[known], label[known] = s, k
+    order = np.lexsort((np.arange(len(candidates)), -score))[:limit]
+    return [Ranked(candidates[j], float(score[j]), int(label[j]) if known[j] else None) for j in order.tolist()]
+
+
+def _label_scores(lex: RerankModel, forms: list[tuple[frozenset[str], dict[str, float], float, tuple[bool, ...],
+                                                       float]],
+                  rows: np.ndarray, engine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rerank`'s score and best label (against the query itself) of the model's terms ``rows``, whose
+    weighted engine scores are ``engine``."""
+    cols = lex.columns
+    n_forms = len(forms)
+    # the forms' stems in the vocabulary (others match no label), and each one's IDF in each form (0: not in it)
+    at: dict[int, int] = {}
+    for toks, *_ in forms:
+        for t in toks:
+            c = cols.code.get(t)
+            if c is not None:
+                at.setdefault(c, len(at))
+    ucodes = np.fromiter(at, np.int64, len(at))
+    weight_in = np.zeros((len(at) + 1, n_forms))   # the last row: a stem in no form
+    for f, (toks, idf, *_) in enumerate(forms):
+        for t in toks:
+            if (c := cols.code.get(t)) is not None:
+                weight_in[at[c], f] = idf[t]
+    sort = np.argsort(ucodes)
+    ucodes = ucodes[sort]
+
+    def matched(codes: np.ndarray) -> np.ndarray:
+        """Each stem's IDF in each form (rows of ``weight_in``)."""
+        if not len(ucodes):
+            return np.zeros((len(codes), n_forms))
+        j = np.minimum(np.searchsorted(ucodes, codes), len(ucodes) - 1)
+        return weight_in[np.where(ucodes[j] == codes, sort[j], len(ucodes))]
+
+    def per_owner(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+        """Row sums of ``values`` (stems × forms) by owner (label or term): n × forms."""
+        flat = (owner[:, None] * n_forms + np.arange(n_forms)).ravel()
+        return np.bincount(flat, weights=values.ravel(), minlength=n * n_forms).reshape(n, n_forms)
+
+    labels, first_label = _spans(cols.label_at, rows)          # every candidate's labels, and where each starts
+    stem_pos, stem_label = _spans(cols.stem_at, labels, owners=True)
+    codes = cols.stems[stem_pos]
+    found = matched(codes)
+    inter = per_owner(found, stem_label, len(labels))                     # IDF of the shared stems
+    shared = per_owner((found > 0).astype(np.float64), stem_label, len(labels))
+    size = (cols.stem_at[labels + 1] - cols.stem_at[labels]).astype(np.float64)
+    frame = np.bincount(stem_label, weights=cols.frame_bits[codes], minlength=len(labels))
+    w = np.array([f[2] for f in forms])
+    discount = np.array([f[4] for f in forms])
+    form_size = np.array([len(f[0]) for f in forms], dtype=np.float64)
+    form_frame = np.array([sum(b << n for n, b in enumerate(f[3])) for f in forms], dtype=np.float64)
+    scope = cols.scopes[labels]
+
+    dice = 2 * inter / (w[None, :] + cols.weights[labels][:, None])
+    direct = dice[:, discount == 1.0].max(axis=1, initial=0.0)   # the label reported: best against the query itself
+    label_discount = np.array([1.0, *(SYNONYM_DISCOUNT.get(s, 0.9) for s in RerankModel.SCOPES[1:])])[scope]
+    factor = (discount[None, :] * np.where(frame[:, None] != form_frame[None, :], FRAME_PENALTY, 1.0)
+              ) * label_discount[:, None]
+    best = np.maximum.reduceat((dice * factor).max(axis=1), first_label)
+    bonus = np.array([EXACT_BONUS.get(s, 0.18) for s in RerankModel.SCOPES])[scope]
+    is_exact = (shared == form_size[None, :]) & (size[:, None] == form_size[None, :]) & \
+        (discount[None, :] >= MENTION_DISCOUNT)
+    exact = np.maximum.reduceat(np.where(is_exact, discount[None, :] * bonus[:, None], 0.0).max(axis=1),
+                                first_label)
+    def_pos, def_term = _spans(cols.def_at, rows, owners=True)
+    cover = (per_owner(matched(cols.def_stems[def_pos]), def_term, len(rows))
+             / np.where(w > 0, w, 1.0)[None, :]).max(axis=1)
+    score = best + exact + W_DEF * cover + engine
+    if len(forms[0][0]) == 1:   # a one-word query: the most general of the terms whose label holds it
+        score = np.where(best > 0, score + W_GENERAL * cols.generality[rows], score)
+    # the first label with the best similarity to the query itself
+    owner = np.repeat(np.arange(len(rows)), np.diff(np.append(first_label, len(labels))))
+    local = np.arange(len(labels)) - first_label[owner]
+    top = np.maximum.reduceat(direct, first_label)
+    best_k = np.minimum.reduceat(np.where(direct == top[owner], local, len(labels)), first_label)
+    return score, best_k
+
+
+def _spans(starts: np.ndarray, rows: np.ndarray, owners: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The positions ``starts[r]:starts[r + 1]`` of each row, concatenated, and either where each row's run starts
+    in them or (``owners``) the row number of each position."""
+    first, count = starts[rows], starts[rows + 1] - starts[rows]
+    at = np.cumsum(count) - count
+    pos = np.arange(int(count.sum())) + np.repeat(first - at, count)
+    return pos, (np.repeat(np.arange(len(rows)), count) if owners else at)

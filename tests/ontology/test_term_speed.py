@@ -3,7 +3,9 @@ from the re-ranker's saved columns, without the ontology or its OBO file; the an
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import IDS_FILE, TermIndex
 from search.ontology import model as ontology_model
+from search.ontology import service as svc_mod
 from search.ontology.model import Ontology
 from search.ontology.service import RerankModel, TermService
 
@@ -121,3 +124,76 @@ def test_a_data_dir_that_cannot_be_written_still_answers_with_a_learned_model(da
     monkeypatch.setattr(RerankModel, "save", read_only)
     assert svc.search("go", "cell nucleus").hits[0].id == "GO:0005634"
     assert not svc.model_path("go").exists()
+
+
+def _reference_rerank(lex: RerankModel, variants: list[tuple[str, float]], candidates: list[str],
+                      engine: dict[str, float]) -> list[tuple[str, float, int | None]]:
+    """The re-ranker's definition written label by label (what ``rerank`` computes over arrays): best discounted
+    IDF-weighted Dice of a label against a form, the exact-label bonus, definition coverage, engine score and, for
+    one-word queries, generality."""
+    forms = []
+    for text, discount in variants:
+        toks = svc_mod.stems(svc_mod.words(text))
+        if toks:
+            idf = {t: lex.idf.get(t, lex.unknown_idf) for t in toks}
+            forms.append((toks, idf, sum(idf.values()), svc_mod._frame(toks), discount))
+    out = []
+    for order, cid in enumerate(candidates):
+        i = lex.index.get(cid)
+        if i is None:
+            out.append((-svc_mod.W_ENGINE * engine.get(cid, 0.0), order, cid, None))
+            continue
+        best = direct = exact = 0.0
+        best_k = 0
+        for k, (lab, weight, scope, frame) in enumerate(lex.term(i)):
+            for toks, idf, w, fr, discount in forms:
+                s = 2 * sum(idf[t] for t in toks & lab) / (w + weight)
+                if discount == 1.0 and s > direct:
+                    direct, best_k = s, k
+                if toks == lab and discount >= svc_mod.MENTION_DISCOUNT:
+                    exact = max(exact, discount * svc_mod.EXACT_BONUS[scope])
+                label_discount = svc_mod.SYNONYM_DISCOUNT[scope] if k else 1.0
+                best = max(best, s * discount * (svc_mod.FRAME_PENALTY if fr != frame else 1.0) * label_discount)
+        cover = max(sum(idf[t] for t in toks & lex.definition(i)) / w for toks, idf, w, *_ in forms)
+        score = best + exact + svc_mod.W_DEF * cover + svc_mod.W_ENGINE * engine.get(cid, 0.0)
+        if len(forms[0][0]) == 1 and best > 0:
+            score += svc_mod.W_GENERAL * lex.generality(i)
+        out.append((-score, order, cid, best_k))
+    return [(cid, -neg, k) for neg, _, cid, k in sorted(out)]
+
+
+@pytest.mark.parametrize("ontology", ["go", "fbbt", "mentions"])
+def test_the_vectorised_rerank_computes_the_label_by_label_definition(data_dir, ontology):
+    """Every candidate of every test query, plus an id the model does not know, scored both ways: same order, same
+    scores, same best label."""
+    svc = TermService(data_dir)
+    lex = svc.rerank_model(ontology)
+    queries = [*QUERIES[:-2], "regulation of nucleus", "positive regulation of transcription", "nucleus nuclei",
+               "eye", "mitotic", "wing disc"]
+    for q in queries:
+        variants = [(q, 1.0), (q + " nucleus", svc_mod.MENTION_DISCOUNT), ("nuclear " + q, svc_mod.RAW_DISCOUNT)]
+        candidates = [*lex.ids[::-1], "GO:9999999"]
+        engine = {c: (n % 7) / 7 for n, c in enumerate(candidates)}
+        got = svc_mod.rerank(lex, variants, candidates, engine)
+        want = _reference_rerank(lex, variants, candidates, engine)
+        assert got is not None and [r.id for r in got] == [w[0] for w in want], q
+        assert [r.score for r in got] == pytest.approx([w[1] for w in want], abs=1e-12), q
+        assert [r.label for r in got] == [w[2] for w in want], q
+    assert svc_mod.rerank(lex, [("-- ;", 1.0)], list(lex.ids), {}) is None
+
+
+def test_a_settled_listing_is_reused_until_an_ontology_is_added(data_dir, tmp_path):
+    """The service and the term index keep their directory listings between searches, and see a new ontology."""
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d, symlinks=True)
+    old = time.time() - 60
+    for sub in ("ontologies", "terms"):
+        os.utime(d / sub, (old, old))
+    svc, index = TermService(d), TermIndex(d)
+    assert svc.names() == index.names() == ["fbbt", "go", "mentions"]
+    assert svc._listed is not None and index._names is not None   # settled: kept
+    assert svc.search("go", "cell nucleus").hits[0].id == "GO:0005634"
+    svc.index_ontology(Ontology.from_terms("extra", svc.ontology("go").terms()), index.write)
+    assert index.names() == ["extra", "fbbt", "go", "mentions"]
+    assert "extra" in svc.names()
+    assert svc.search("extra", "cell nucleus").hits[0].id == "GO:0005634"

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -48,6 +49,8 @@ from search.text.term_search import (
 WRITER_HEAP = 64_000_000
 #: the ids of a version in write order (``row`` → id), inside the version's directory
 IDS_FILE = "ids.json"
+#: a directory listing is reused while the directory's mtime is unchanged and older than this (mtimes move in ticks)
+LISTING_SETTLED_NS = 2_000_000_000
 
 
 def _schema() -> tantivy.Schema:
@@ -93,6 +96,7 @@ class TermIndex:
         self.root = Path(data_dir) / "terms"
         self._open: dict[str, _Open] = {}
         self._lock = threading.Lock()
+        self._names: tuple[tuple[int, int], list[str]] | None = None
 
     # ---- write side -----------------------------------------------------------------------------------------------
     def write(self, ontology_name: str, terms: Iterable[Term]) -> int:
@@ -126,10 +130,18 @@ class TermIndex:
 
     # ---- read side ------------------------------------------------------------------------------------------------
     def names(self) -> list[str]:
-        """Ontologies with a live index."""
-        if not self.root.is_dir():
+        """Ontologies with a live index (the listing is kept while the directory is unchanged: a search asks for it)."""
+        try:
+            st = self.root.stat()
+        except OSError:
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_symlink() and is_valid("ontology", p.name))
+        key = (st.st_ino, st.st_mtime_ns)
+        if self._names is not None and self._names[0] == key:
+            return list(self._names[1])
+        names = sorted(p.name for p in self.root.iterdir() if p.is_symlink() and is_valid("ontology", p.name))
+        if time.time_ns() - st.st_mtime_ns > LISTING_SETTLED_NS:   # a change within the clock's tick would not show
+            self._names = (key, names)
+        return list(names)
 
     def count(self, ontology_name: str) -> int:
         return self._opened(ontology_name).searcher.num_docs
