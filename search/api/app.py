@@ -14,6 +14,7 @@ from starlette.routing import Match
 from search import __version__
 from search.api import builds, docs, openapi, papers, sessions, terms
 from search.api.deps import principal
+from search.api.fast import FastPath
 from search.api.guard import InputGuard, error_response
 from search.api.middleware import TraceMiddleware
 from search.core.config import Settings
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.builds = {}
     # auth (search.api.deps) and traces (search.api.middleware); the session service comes with the term service
     app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+    app.add_middleware(FastPath)  # innermost: the hot read routes answered without FastAPI's router and solver
     app.add_middleware(TraceMiddleware)
     app.add_middleware(InputGuard)  # outermost: hostile bodies and URLs never reach the trace or a route
 

@@ -24,6 +24,9 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 #: an error message longer than this keeps its head and tail (the input it quoted is what gets cut)
 MAX_MESSAGE_CHARS = 600
 MAX_DETAIL_ITEMS = 100
+#: scope key under which the guard leaves the JSON value of a body it parsed and checked (``search.api.fast`` uses
+#: it instead of parsing the body again)
+PARSED_BODY = "flysift.json"
 
 
 def error_response(status: int, code: str, message: str, details: dict | None = None,
@@ -131,7 +134,7 @@ class InputGuard:
             more = msg.get("more_body", False)
         body = b"".join(chunks)
         if body and is_json(headers.get(b"content-type", b"").decode("latin-1")):
-            parse_json_body(body)
+            scope[PARSED_BODY] = parse_json_body(body)
         return body
 
 

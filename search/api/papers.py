@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import CurrentSession, Search
+from search.api.fast import lean
 from search.api.models import SearchRequest
 from search.api.respond import answer, dump, json_response
 from search.core.errors import DEFAULT_COLLECTION, index_missing
@@ -54,6 +55,7 @@ def stats(search: Search, collection: str = "default") -> IndexStats:
 # re-validated; ``response_model`` documents it.
 
 @router.post("/papers/search", response_model=PaperSearchResults, tags=["papers"])
+@lean
 async def search_papers(body: SearchRequest, request: Request, session: CurrentSession) -> Response:
     search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_papers(
@@ -63,6 +65,7 @@ async def search_papers(body: SearchRequest, request: Request, session: CurrentS
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
+@lean
 async def search_passages(body: SearchRequest, request: Request, session: CurrentSession) -> Response:
     search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_passages(
@@ -73,6 +76,7 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
+@lean
 async def get_paper(pmcid: str, request: Request, session: CurrentSession,
                     sections: Annotated[list[str] | None,
                                         Query(description="Section names (repeat or comma-separate); ABSTRACT "

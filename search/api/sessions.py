@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, Response
 
 from search.api.deps import Caller, Sessions, trace_into
+from search.api.fast import lean
 from search.api.models import (
     NamesRequest,
     NamesResponse,
@@ -48,6 +49,7 @@ def list_sessions(sessions: Sessions, p: Caller,
 
 
 @router.get("/{session_id}", response_model=Session)
+@lean
 async def get_session(session_id: str, request: Request, p: Caller) -> Response:
     """The session: its settings, budget used, papers read, registered names (one hop, not re-validated)."""
     sessions: SessionService = request.app.state.sessions

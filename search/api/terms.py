@@ -18,6 +18,7 @@ from pydantic_core import to_json
 from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import current_session
+from search.api.fast import lean
 from search.api.respond import answer, json_response
 from search.core.errors import InvalidRequest
 from search.ontology.hidden import HiddenQuery, hidden_query
@@ -65,6 +66,7 @@ def term_query(query: str | None, q: str | None) -> str:
 
 
 @router.get("/terms/search", response_model=TermSearchResponse)
+@lean
 async def search_terms(request: Request,
                        query: str | None = Query(None, description="Words, a phrase or a term id (required)"),
                        ontology: str = Query("go", description="go, fbbt, fbdv (or another indexed name)"),

@@ -1,0 +1,198 @@
+"""The lean path of the hot read routes (paper and passage search, paper text, term search, a session read).
+
+FastAPI spends more CPU on such a request than the search itself: its router walks every route, its request handler
+reads and parses the body again (``search.api.guard`` already did), solves the dependency tree through a generic,
+cache-keyed solver and wraps the call in two more middleware layers. ``FastPath`` answers a request for a route marked
+``@lean`` itself, with FastAPI's own parts where they decide something:
+
+- the route is the one FastAPI's router would pick (the first route in order that matches path and method);
+- parameters are read and validated by FastAPI's own ``request_params_to_args`` / ``request_body_to_args`` on the
+  route's own ``Dependant`` (the body from the guard's parse, not parsed again), all before any dependency runs;
+- the dependencies (``search.api.deps``: caller, session, hidden terms) and the route are the same functions, called
+  in FastAPI's order, each once per request;
+- errors they raise are answered by the app's own exception handlers (one error shape).
+
+Anything else goes down FastAPI's path untouched: a parameter or body that does not validate (so the 422 is
+FastAPI's, word for word), a body that is not plain ``application/json``, another method (HEAD) or route. A route
+stays declared as usual, so ``/openapi.json`` is FastAPI's document, unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
+from fastapi.routing import iter_route_contexts
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match
+
+from search.api.guard import PARSED_BODY
+
+#: content types for which FastAPI and the guard agree that the body is JSON (anything else takes FastAPI's path)
+JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})
+
+_LEAN: set[Callable[..., Any]] = set()
+
+
+def lean(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a route for the lean path. It must be ``async``, return a ``Response`` and depend only on ``async``
+    dependencies without ``yield``; ``FastPath`` refuses to start otherwise."""
+    _LEAN.add(endpoint)
+    return endpoint
+
+
+class _Fallback(Exception):
+    """The request takes FastAPI's path."""
+
+
+class _Plan:
+    """One lean route: its effective route (path with prefix, methods, dependant) and the routes before it that could
+    take the same request."""
+
+    def __init__(self, route: Any, earlier: list[Any]):
+        self.route = route
+        self.original = route.original_route
+        self.earlier = earlier
+        self.dependant: Dependant = route.dependant
+        self.body_fields = self.dependant.body_params
+        self.embed_body = bool(route._embed_body_fields)
+        self.order = _post_order(self.dependant)
+        for dep in self.order:
+            _check(dep, route.path, top=dep is self.dependant)
+        if inspect.signature(route.endpoint).return_annotation not in (Response, "Response"):
+            raise RuntimeError(f"lean route {route.path}: must return a Response")
+
+
+def _post_order(dep: Dependant, seen: set[int] | None = None) -> list[Dependant]:
+    """Every dependant of the tree, each call once, sub-dependencies before their dependant."""
+    seen = set() if seen is None else seen
+    out: list[Dependant] = []
+    for sub in dep.dependencies:
+        if id(sub.call) not in seen:
+            out += _post_order(sub, seen)
+    seen.add(id(dep.call))
+    out.append(dep)
+    return out
+
+
+def _check(dep: Dependant, path: str, top: bool) -> None:
+    call = dep.call
+    problem = None
+    if call is None or not inspect.iscoroutinefunction(call):
+        problem = "is not async"
+    elif not dep.use_cache or dep.cookie_params or dep.security_scopes_param_name or dep.own_oauth_scopes:
+        problem = "uses cookies, security scopes or no cache"
+    elif (dep.websocket_param_name or dep.http_connection_param_name or dep.response_param_name
+          or dep.background_tasks_param_name):
+        problem = "takes a websocket, connection, response or background tasks"
+    elif dep.body_params and not top:
+        problem = "is a dependency with a body"
+    if problem:
+        raise RuntimeError(f"lean route {path}: {getattr(call, '__name__', call)} {problem}")
+
+
+def _routes(app: FastAPI) -> dict[str, list[_Plan]]:
+    """The lean routes by method, each with the routes before it (in the router's order) that take that method."""
+    flat = list(iter_route_contexts(app.routes))
+    plans: dict[str, list[_Plan]] = {}
+    for i, route in enumerate(flat):
+        if getattr(route, "endpoint", None) not in _LEAN:
+            continue
+        methods = set(route.methods or ())
+        earlier = [r for r in flat[:i] if not r.methods or methods & set(r.methods)]
+        plan = _Plan(route, earlier)
+        for m in methods:
+            plans.setdefault(m, []).append(plan)
+    return plans
+
+
+def _handler(app: FastAPI, exc: Exception) -> Callable[..., Any] | None:
+    """The app's handler for ``exc`` as Starlette's ``ExceptionMiddleware`` finds it (by class, most specific first);
+    500 and ``Exception`` belong to the server-error layer outside, so they are not looked up here."""
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            return None
+        handler = app.exception_handlers.get(cls)
+        if handler is not None:
+            return handler
+    return None
+
+
+class FastPath:
+    """ASGI middleware (innermost of the app's own): lean routes answered here, everything else passed on."""
+
+    def __init__(self, app):
+        self.app = app
+        self.plans: dict[str, list[_Plan]] | None = None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self.plans is None:
+            self.plans = _routes(scope["app"])
+        candidates = self.plans.get(scope["method"])
+        if candidates:
+            for plan in candidates:
+                match, child = plan.route.matches(scope)
+                if match is Match.FULL:
+                    if not any(r.matches(scope)[0] is Match.FULL for r in plan.earlier):
+                        try:
+                            return await self._answer(plan, child, scope, receive, send)
+                        except _Fallback:
+                            pass
+                    break
+        return await self.app(scope, receive, send)
+
+    async def _answer(self, plan: _Plan, child: dict, scope, receive, send) -> None:
+        scope.update(child)  # what the router would set: endpoint and path parameters (the trace reads both)
+        request = Request(scope, receive, send)
+        args: dict[int, dict[str, Any]] = {}
+        for dep in plan.order:  # every parameter first: a request that fails validation has run no dependency
+            values: dict[str, Any] = {}
+            for fields, source in ((dep.path_params, child["path_params"]), (dep.query_params, None),
+                                   (dep.header_params, request.headers)):
+                if fields:
+                    got, errors = request_params_to_args(fields, request.query_params if source is None else source)
+                    if errors:
+                        raise _Fallback
+                    values.update(got)
+            if dep.body_params:
+                values.update(await self._body(plan, scope))
+            if dep.request_param_name:
+                values[dep.request_param_name] = request
+            args[id(dep.call)] = values
+        if plan.body_fields:
+            await receive()  # the guard's replay of the body: the trace records it as FastAPI's read would
+        scope["route"] = plan.original
+        app: FastAPI = scope["app"]
+        try:
+            done: dict[int, Any] = {}
+            for dep in plan.order:
+                kwargs = args[id(dep.call)]
+                for sub in dep.dependencies:
+                    if sub.name is not None:
+                        kwargs[sub.name] = done[id(sub.call)]
+                done[id(dep.call)] = await dep.call(**kwargs)  # type: ignore[misc]
+            response = done[id(plan.dependant.call)]
+        except Exception as exc:
+            handler = _handler(app, exc)
+            if handler is None:
+                raise
+            response = await handler(request, exc)
+        await response(scope, receive, send)
+
+    async def _body(self, plan: _Plan, scope) -> dict[str, Any]:
+        if PARSED_BODY not in scope:
+            raise _Fallback
+        content_type = next((v for k, v in scope["headers"] if k == b"content-type"), b"")
+        if content_type.lower() not in JSON_TYPES:
+            raise _Fallback
+        values, errors = await request_body_to_args(plan.body_fields, scope[PARSED_BODY], plan.embed_body)
+        if errors:
+            raise _Fallback
+        return values
