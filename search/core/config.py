@@ -7,24 +7,21 @@ embedded engine. Credentials are ``SecretStr``, so they never show in a repr, a 
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
 
 from search.core.errors import FlysiftError
 from search.core.names import PATTERNS
 from search.core.query import BM25_B, BM25_K1, FIELD_BOOSTS, Bm25Params
 
 CONFIG_ENV = "FLYSIFT_CONFIG"
+ENV_PREFIX = "FLYSIFT_"
 #: characters of a refused value an error quotes
 MAX_QUOTED = 60
 
@@ -33,25 +30,61 @@ def _config_error(message: str) -> FlysiftError:
     return FlysiftError(message, code="config_error", status=500)
 
 
-class _TomlFile(TomlConfigSettingsSource):
-    """pydantic-settings' TOML source, strict: the file must exist and every key must be a setting.
+def _toml_values(path: Path, valid: list[str]) -> dict[str, Any]:
+    """The ``FLYSIFT_CONFIG`` file's settings, strict: the file must exist and every key must be a setting.
 
     The environment ignores unknown ``FLYSIFT_*`` variables (CI and tests set their own), but a key in the file is
     meant for us, so a misspelt one is refused instead of being silently ignored.
     """
+    if not path.is_file():
+        raise _config_error(f"{CONFIG_ENV}={path}: no such file")
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise _config_error(f"{CONFIG_ENV}={path}: cannot be read ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise _config_error(f"{CONFIG_ENV}={path}: not valid TOML ({exc})") from exc
+    unknown = sorted(set(data) - set(valid))
+    if unknown:
+        raise _config_error(f"{CONFIG_ENV}={path}: unknown setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    return data
 
-    def __init__(self, settings_cls: type[BaseSettings], path: Path):
-        if not path.is_file():
-            raise _config_error(f"{CONFIG_ENV}={path}: no such file")
-        try:
-            super().__init__(settings_cls, toml_file=path)
-        except tomllib.TOMLDecodeError as exc:
-            raise _config_error(f"{CONFIG_ENV}={path}: not valid TOML ({exc})") from exc
-        valid = sorted(settings_cls.model_fields)
-        unknown = sorted(set(self.toml_data) - set(valid))
-        if unknown:
-            raise _config_error(f"{CONFIG_ENV}={path}: unknown setting(s) {', '.join(unknown)}; "
-                                f"valid: {', '.join(valid)}")
+
+def _env_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """``FLYSIFT_<NAME>`` variables (any case) of the settings in ``fields``; a table's value (``collections``) is
+    JSON."""
+    env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+    out: dict[str, Any] = {}
+    for name, field in fields.items():
+        value = env.get(ENV_PREFIX + name.upper())
+        if value is None:
+            continue
+        if _is_table(field.annotation):
+            try:
+                out[name] = json.loads(value)
+            except ValueError as exc:
+                quoted = repr(value[:MAX_QUOTED]) + ("…" if len(value) > MAX_QUOTED else "")
+                raise _config_error(f"invalid setting {ENV_PREFIX}{name.upper()}={quoted}: not valid JSON "
+                                    f"({exc})") from None
+        else:
+            out[name] = value
+    return out
+
+
+def _is_table(annotation: Any) -> bool:
+    """Whether a setting's type is a dict, list or model (given as JSON in the environment)."""
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    return any(get_origin(a) in (dict, list) or (isinstance(a, type) and issubclass(a, BaseModel)) for a in kinds)
+
+
+def _merged(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    """``high`` over ``low``; tables (``collections``) merge key by key, so the file and the environment can each
+    set part of one."""
+    out = dict(low)
+    for k, v in high.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 class FieldWeights(BaseModel):
@@ -79,8 +112,19 @@ class CollectionSettings(BaseModel):
 _NESTED: dict[int, type[BaseModel]] = {3: CollectionSettings, 4: FieldWeights}
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FLYSIFT_", extra="ignore")
+class Settings(BaseModel):
+    """Every setting, from arguments, then ``FLYSIFT_<NAME>`` variables, then the ``FLYSIFT_CONFIG`` file.
+
+    Sources are read here rather than by pydantic-settings, whose import (asyncio, importlib.metadata, its cloud and
+    CLI sources) cost a ``flysift terms`` call more than its search (docs/ontologies.md, "Speed")."""
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        fields = type(self).model_fields
+        path = os.environ.get(CONFIG_ENV)
+        file = _toml_values(Path(path), sorted(fields)) if path else {}
+        super().__init__(**_merged(_merged(file, _env_values(fields)), values))
 
     data_dir: Path = Field(Path("./data"), description="Where the embedded index, builds and the session store live")
 
@@ -178,18 +222,6 @@ class Settings(BaseSettings):
         if self.engine:
             return self.engine
         return "cluster" if self.cluster_url else "embedded"
-
-    @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Arguments, then the environment, then the ``FLYSIFT_CONFIG`` file (no ``.env`` file is read)."""
-        path = os.environ.get(CONFIG_ENV)
-        if not path:
-            return init_settings, env_settings, file_secret_settings
-        return init_settings, env_settings, _TomlFile(settings_cls, Path(path)), file_secret_settings
 
 
 _KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "text", Path: "a path"}

@@ -1,7 +1,9 @@
-"""Settings: credentials never printed, pydantic-settings' TOML source, environment over file, strict file keys."""
+"""Settings: credentials never printed, the TOML file, environment over file, strict file keys."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,30 @@ def test_a_refused_value_in_the_file_names_the_key_and_file_never_a_secret(tmp_p
     with pytest.raises(FlysiftError) as e:
         load_settings(cluster_password=["not", "a", "string-secret-123"])
     assert "string-secret-123" not in e.value.message and "<hidden>" in e.value.message
+
+
+def test_environment_names_any_case_and_tables_merge_with_the_file(tmp_path, monkeypatch):
+    _config(tmp_path, monkeypatch, '[collections.med]\nbm25_b = 0.5\n[collections.med.field_weights]\nbody = 3\n')
+    monkeypatch.setenv("flysift_port", "9005")
+    monkeypatch.setenv("FLYSIFT_COLLECTIONS", '{"med": {"field_weights": {"title": 2}}, "x": {}}')
+    s = Settings(cluster_url="http://127.0.0.1:1")
+    assert s.port == 9005 and sorted(s.collections) == ["med", "x"]
+    med = s.collections["med"]
+    assert med.bm25_b == 0.5 and med.field_weights is not None
+    assert (med.field_weights.title, med.field_weights.body) == (2, 3)
+
+
+def test_a_table_that_is_not_json_in_the_environment_is_one_line(monkeypatch):
+    monkeypatch.setenv("FLYSIFT_COLLECTIONS", "{med: title=2}")
+    with pytest.raises(FlysiftError) as e:
+        Settings()
+    assert e.value.code == "config_error" and "\n" not in e.value.message
+    assert e.value.message.startswith("invalid setting FLYSIFT_COLLECTIONS='{med: title=2}': not valid JSON")
+
+
+def test_settings_need_no_pydantic_settings():
+    """The settings read their own sources: pydantic-settings' import (asyncio among others) cost every CLI call."""
+    code = ("import sys, search.core.config\n"
+            "print(sorted(m for m in ('pydantic_settings', 'asyncio') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
