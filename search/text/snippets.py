@@ -7,13 +7,45 @@ match stems on word tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+
+import regex
 
 from search.core.models import Snippet
 from search.core.query import Clause
-from search.text.analysis import symbol_spans, word_spans
+from search.text.analysis import SYMBOL_PATTERN, WORD_PATTERN, symbol_spans, word_spans
 
 WINDOW = 240
+
+
+_WORD = regex.compile(WORD_PATTERN)
+_SYMBOL = regex.compile(SYMBOL_PATTERN)
+_SPACE = regex.compile(r"\s")
+_SPACE_BEFORE = regex.compile(r"(?r)\s")   # searches backwards: the last whitespace before a place
+
+
+@lru_cache(maxsize=1024)
+def _finder(needles: frozenset[str]) -> regex.Pattern:
+    """Where a needle starts a token: every token starts at a letter or digit that does not follow one."""
+    either = "|".join(regex.escape(n) for n in sorted(needles, key=lambda n: (-len(n), n)))
+    return regex.compile(r"(?<![\p{L}\p{N}])(?:" + either + ")")
+
+
+def _stretches(text: str, starts: Iterable[int]) -> list[tuple[int, int]]:
+    """The whitespace-delimited stretches of ``text`` around ``starts``, merged (tokens never span whitespace)."""
+    spans = []
+    for i in starts:
+        before = _SPACE_BEFORE.search(text, 0, i)
+        after = _SPACE.search(text, i)
+        spans.append((before.end() if before else 0, after.start() if after else len(text)))
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 class Highlighter:
@@ -24,15 +56,35 @@ class Highlighter:
         self._word_terms = {stem(w) for c in clauses if c.view == "word" for _, _, w in word_spans(c.text)}
         self._word_terms.discard("")
         self._symbol_terms = {t for c in clauses if c.view == "symbol" for _, _, t in symbol_spans(c.text)}
+        self._prefixes = tuple({t[:3] for t in self._word_terms})
+        self._find_symbols = _finder(frozenset(self._symbol_terms)) if self._symbol_terms else None
+        self._find_words = _finder(frozenset(self._prefixes)) if self._prefixes else None
 
     def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the clauses match. Only what can match is tokenised: a symbol term's occurrences at a token start
+        with the whitespace-delimited stretch around them (a symbol token may start before: ``Su(H)`` holds ``H``),
+        and the word tokens that start with a term's first letters; the tokens are those of the whole text."""
         found: list[tuple[int, int]] = []
-        if self._symbol_terms:
-            found += [(s, e) for s, e, t in symbol_spans(text) if t in self._symbol_terms]
-        if self._word_terms:
-            prefixes = tuple({t[:3] for t in self._word_terms})
-            found += [(s, e) for s, e, w in word_spans(text)
-                      if w.startswith(prefixes) and self._stem(w) in self._word_terms]
+        if self._find_symbols is not None:
+            inside = []   # candidates after punctuation: a token may start before them
+            for c in self._find_symbols.finditer(text):
+                i = c.start()
+                if i and not text[i - 1].isspace():
+                    inside.append(i)
+                elif (m := _SYMBOL.match(text, i)) and m.group() in self._symbol_terms:   # a token starts here
+                    found.append(m.span())
+            for lo, hi in _stretches(text, inside):
+                found += [(lo + s, lo + e) for s, e, t in symbol_spans(text[lo:hi]) if t in self._symbol_terms]
+        if self._find_words is not None:
+            low = text.lower()
+            # the lower-cased text maps the text character by character unless lower() changed its length or the
+            # final-sigma rule applies (the case of a Σ depends on what follows it): then all its words are read
+            if len(low) == len(text) and "Σ" not in text:
+                words = [(m.start(), m.end(), m.group().lower())
+                         for m in (_WORD.match(text, c.start()) for c in self._find_words.finditer(low)) if m]
+            else:
+                words = word_spans(text)
+            found += [(s, e) for s, e, w in words if w.startswith(self._prefixes) and self._stem(w) in self._word_terms]
         return sorted(set(found))
 
     def snippet(self, field: str, text: str, window: int = WINDOW) -> Snippet | None:

@@ -19,6 +19,7 @@ import tantivy
 from indexer.synthetic import SyntheticConfig, generate
 from search.core.models import Paper, Section
 from search.engines.embedded import engine as embedded
+from search.engines.embedded import paper_store
 from search.engines.embedded.engine import EmbeddedEngine, PaperHead, writer_plan
 from search.retrieval.planner import plan
 from search.text.analysis import ANALYZERS, SYMBOL_ANALYZER, WORD_ANALYZER
@@ -109,9 +110,13 @@ def corpus() -> list[Paper]:
 
 @pytest.fixture(scope="module")
 def engines(corpus, tmp_path_factory) -> tuple[EmbeddedEngine, EmbeddedEngine]:
-    old_dir, new_dir = tmp_path_factory.mktemp("layout1"), tmp_path_factory.mktemp("layout2")
-    _layout1_build(old_dir, corpus)
-    return EmbeddedEngine(old_dir), build_index(new_dir, corpus)
+    old = _layout1_engine(tmp_path_factory.mktemp("layout1"), corpus)
+    return old, build_index(tmp_path_factory.mktemp("layout3"), corpus)
+
+
+def _layout1_engine(data_dir: Path, corpus: list[Paper]) -> EmbeddedEngine:
+    _layout1_build(data_dir, corpus)
+    return EmbeddedEngine(data_dir)
 
 
 def _scores(hits, key: str) -> dict[str, float]:
@@ -178,13 +183,18 @@ def test_layout1_build_scans_and_fetches_as_before(engines, corpus):
     assert old.get_paper("PMC100009") == LONG
 
 
-def test_the_paper_cache_is_bounded(tmp_path, corpus, monkeypatch):
+def test_the_paper_store_caches_are_bounded(tmp_path, corpus, monkeypatch):
     new = build_index(tmp_path / "data", corpus)
-    monkeypatch.setattr(embedded, "PAPER_CACHE", 3)
+    monkeypatch.setattr(paper_store, "BLOCK_CACHE", 3)
     hits = new.search_passages(plan("the"), limit=100).hits
     assert len({h.pmcid for h in hits}) > 3
-    assert len(new._read()._sections) <= 3
+    assert len(new._read().store._blocks) <= 3
     assert all(h.text for h in hits)
+    old = _layout1_engine(tmp_path / "old", corpus)
+    monkeypatch.setattr(paper_store, "PAPER_CACHE", 3)
+    hits = old.search_passages(plan("the"), limit=100).hits
+    assert len({h.pmcid for h in hits}) > 3 and all(h.text for h in hits)
+    assert len(old._read().store._papers) <= 3
 
 
 def test_prepared_papers_are_plain_data_and_add_like_papers(tmp_path):
@@ -239,13 +249,15 @@ def test_index_threads_setting_reaches_the_writers(tmp_path):
     assert {h.pmcid for h in eng.search_papers(plan("Su(H)")).hits} == {"PMC100001", "PMC100003"}
 
 
-def test_a_building_layout1_build_is_not_resumed(tmp_path):
+@pytest.mark.parametrize("layout", [None, 2])
+def test_a_building_build_of_an_older_layout_is_not_resumed(tmp_path, layout):
     d = tmp_path / "data"
     build_index(d, PAPERS[:1])
     builds = d / "collections" / "default" / "builds"
     old = builds / "20200101T000000-old002"
     (old / "papers").mkdir(parents=True)
-    (old / "build.json").write_text(json.dumps({"fingerprint": "same", "status": "building", "state": {"n": 1}}))
+    meta = {"fingerprint": "same", "status": "building", "state": {"n": 1}}
+    (old / "build.json").write_text(json.dumps(meta if layout is None else {**meta, "layout": layout}))
     build = EmbeddedEngine(d).open_build("same", resume=True)
     try:
         assert build.id != old.name and build.state == {}

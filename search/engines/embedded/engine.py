@@ -5,10 +5,12 @@ Layout of ``<data_dir>/collections/<collection>/``::
     CURRENT                    {"build": "<id>"}: the published build; replaced atomically (write + rename)
     builds/<id>/papers/        paper-level tantivy index
     builds/<id>/passages/      passage-level tantivy index; stored docs hold a passage's place (ids, offsets), not
-                               its text (layout 2; layout-1 builds stored the text too, and are still read)
-    builds/<id>/papers.db      full papers (SQLite, zlib-compressed JSON by pmcid): served by fetch, kept out of
-                               the paper index so that search loads only small stored fields; passage texts are
-                               sliced from its paragraphs (``paragraph[start:end]``)
+                               its text (layout 2+; layout-1 builds stored the text too, and are still read)
+    builds/<id>/papers.db      the paper store (``search.engines.embedded.paper_store``): full papers, served by
+                               fetch and kept out of the paper index so that search loads only small stored fields;
+                               passage texts are sliced from its paragraphs (``paragraph[start:end]``). Layout 3
+                               keeps body paragraphs in compressed blocks of a few KB, so a passage hit decompresses
+                               one block, not its whole paper (builds before it hold one compressed JSON per paper)
     builds/<id>/build.json     fingerprint, layout, status (building|published), resume state
     write.lock                 held by the one process writing a build (tantivy allows one writer)
 
@@ -38,8 +40,6 @@ import sqlite3
 import threading
 import time
 import uuid
-import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -62,6 +62,8 @@ from search.core.models import (
 )
 from search.core.names import check_collection
 from search.core.query import FIELD_BOOSTS, PASSAGE_WEIGHTS, Bm25Params, Clause, EngineQuery
+from search.engines.embedded import paper_store
+from search.engines.embedded.paper_store import PaperStore, StoredPaper
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
 from search.text.analysis import ANALYZERS, analyze, stem
@@ -73,15 +75,13 @@ DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 2
+LAYOUT = 3
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
 #: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory
 MAX_THREAD_HEAP = 256_000_000
 MIN_THREAD_HEAP = 16_000_000          # tantivy refuses less than 15 MB per thread
 MAX_WRITER_THREADS = 8                # tantivy's own default cap
 MEMORY_SHARE = 8                      # both writers' heaps together take at most 1/8 of the available memory
-#: decoded papers each reader keeps to slice passage texts from (a FlyAOC paper is ~60 KB of text)
-PAPER_CACHE = 128
 
 
 def _add_views(sb: tantivy.SchemaBuilder, name: str) -> None:
@@ -177,7 +177,7 @@ class PreparedPassage(NamedTuple):
     year: int | None
     word: str        # word-view tokens, space-joined
     symbol: str      # symbol-view tokens, space-joined
-    doc: bytes       # the stored doc: the passage's JSON without its text (which is sliced from papers.db)
+    doc: bytes       # the stored doc: the passage's JSON without its text (which is sliced from the paper store)
 
 
 class Prepared(NamedTuple):
@@ -187,7 +187,7 @@ class Prepared(NamedTuple):
     year: int | None
     section_types: tuple[str, ...]
     head: bytes                 # PaperHead JSON
-    blob: bytes                 # the paper store's row: zlib-compressed paper JSON
+    stored: StoredPaper         # the paper store's row and blocks
     title: tuple[str, str]      # word and symbol tokens of the title
     abstract_passages: int      # the first passages are the abstract's (section 0), the rest the body's
     passages: tuple[PreparedPassage, ...]
@@ -212,7 +212,7 @@ def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
     head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
     return Prepared(paper.pmcid, paper.year, tuple(paper.section_types()),
                     head.model_dump_json(exclude_none=True).encode(),
-                    zlib.compress(paper.model_dump_json(exclude_none=True).encode(), 3),
+                    paper_store.encode(paper),
                     (word_text(paper.title), symbol_text(paper.title)),
                     sum(1 for p in passages if p.section_index == 0), tuple(out))
 
@@ -226,13 +226,11 @@ class PaperHead(BaseModel):
     journal: str | None = None
 
 
-def _open_paper_db(path: Path, writable: bool) -> sqlite3.Connection:
-    # any thread may use the connection (API requests run on a pool); its owner serialises every use with a lock
-    if writable:
-        db = sqlite3.connect(path, check_same_thread=False)
-        db.execute("CREATE TABLE IF NOT EXISTS papers (pmcid TEXT PRIMARY KEY, doc BLOB NOT NULL)")
-        return db
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+def _open_paper_db(path: Path) -> sqlite3.Connection:
+    """A build's paper store for writing; any thread may use it (its build serialises every use)."""
+    db = sqlite3.connect(path, check_same_thread=False)
+    paper_store.create(db)
+    return db
 
 
 def _dir_bytes(path: Path) -> int:
@@ -327,7 +325,7 @@ class EmbeddedBuild:
             self._passages = _open_index(self.path / "passages", "passages", create=True)
             n, heap = writer_plan(threads)
             self._pw = self._papers.writer(heap_size=heap, num_threads=n)
-            self._db = _open_paper_db(self.path / "papers.db", writable=True)
+            self._db = _open_paper_db(self.path / "papers.db")
             self._sw = self._passages.writer(heap_size=heap, num_threads=n)
             _write_json_atomic(self.path / "build.json", self._meta)
         except BaseException as exc:
@@ -370,7 +368,7 @@ class EmbeddedBuild:
         pr = prepared
         pw.delete_documents_by_term("pmcid", pr.pmcid)
         sw.delete_documents_by_term("pmcid", pr.pmcid)
-        db.execute("INSERT OR REPLACE INTO papers VALUES (?, ?)", (pr.pmcid, pr.blob))
+        paper_store.put(db, pr.pmcid, pr.stored)
         abstract, body = pr.passages[:pr.abstract_passages], pr.passages[pr.abstract_passages:]
         doc = tantivy.Document(pmcid=pr.pmcid, head=pr.head, title_w=pr.title[0], title_s=pr.title[1],
                                abstract_w=" ".join(p.word for p in abstract),
@@ -487,45 +485,16 @@ class _Reader:
         self.passage_schema = self.passages.schema
         self.paper_searcher = self.papers.searcher()
         self.passage_searcher = self.passages.searcher()
-        self._db = _open_paper_db(build_dir / "papers.db", writable=False)
-        self._db_lock = threading.Lock()
-        self._sections: OrderedDict[str, list[list[str]]] = OrderedDict()   # LRU of decoded papers' paragraphs
-
-    def _blob(self, pmcid: str) -> bytes | None:
-        with self._db_lock:
-            row = self._db.execute("SELECT doc FROM papers WHERE pmcid = ?", (pmcid,)).fetchone()
-        return zlib.decompress(row[0]) if row else None
+        self.store = PaperStore(build_dir / "papers.db")
 
     def paper(self, pmcid: str) -> Paper | None:
-        blob = self._blob(pmcid)
-        return Paper.model_validate_json(blob) if blob is not None else None
-
-    def sections(self, pmcid: str) -> list[list[str]]:
-        """A paper's paragraphs by passage section index (0: the abstract's), from a bounded cache: passage texts
-        are sliced from them. Plain JSON, not a validated ``Paper``: the store holds only what ``_prepare`` wrote."""
-        with self._db_lock:
-            found = self._sections.get(pmcid)
-            if found is not None:
-                self._sections.move_to_end(pmcid)
-                return found
-        blob = self._blob(pmcid)
-        if blob is None:
-            raise FlysiftError(f"Build {self.build} has passages of paper {pmcid[:200]!r} but not the paper in "
-                               f"{self.path / 'papers.db'}: rebuild the index.", code="index_corrupt", status=500)
-        doc = json.loads(blob)
-        found = [abstract_paragraphs(doc.get("abstract", ""))]
-        found += [section.get("paragraphs", []) for section in doc.get("sections", [])]
-        with self._db_lock:
-            self._sections[pmcid] = found
-            while len(self._sections) > PAPER_CACHE:
-                self._sections.popitem(last=False)
-        return found
+        return self.store.paper(pmcid)
 
     def passage(self, stored: bytes) -> Passage:
-        """A passage from its stored doc: layout 2 keeps its place only, and the text is its paragraph's slice."""
+        """A passage from its stored doc: layout 2+ keeps its place only, and the text is its paragraph's slice."""
         data = json.loads(stored)
         if "text" not in data:
-            paragraph = self.sections(data["pmcid"])[data["section_index"]][data["paragraph_index"]]
+            paragraph = self.store.paragraph(data["pmcid"], data["section_index"], data["paragraph_index"])
             data["text"] = paragraph[data["start"]:data["end"]]
         return Passage.model_validate(data)
 
