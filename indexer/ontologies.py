@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -56,12 +57,16 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option("--no-cache", is_flag=True, help="Parse the OBO file even if the ontology cache has it")
 @click.option("--allow-name-mismatch", is_flag=True,
               help="Index under --name even when the file's ids belong to another known ontology")
+@click.option("--dense/--no-dense", default=None,
+              help="Also embed every live term's labels and definition for mode dense/hybrid term search [default: "
+                   "when the dense extra is installed]")
 @click.option("--json", "as_json", is_flag=True,
               help="Stages as JSON lines on stderr; end with a one-line JSON summary on stdout")
 def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow_name_mismatch: bool,
-             as_json: bool) -> None:
-    """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy. On a terminal each stage
-    prints a line as it starts (GO takes about a minute)."""
+             dense: bool | None, as_json: bool) -> None:
+    """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy, and its dense term index
+    when the dense extra is installed. On a terminal each stage prints a line as it starts (GO takes about a minute,
+    its dense term index a few more on a CPU)."""
     from search.engines import open_engine
     from search.ontology.model import Ontology
     from search.ontology.service import TermService
@@ -80,10 +85,26 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
                    ontology=name, terms=stats["terms"])
     n = TermService(settings.data_dir, engine=open_engine(settings)).index_ontology(ont)
     indexed = time.perf_counter() - t0 - loaded
+    dense_meta = _dense_terms(settings.data_dir, ont, dense, progress) if dense is not False else None
+    vectors = (f"; dense term index: {dense_meta['vectors']} vectors ({dense_meta['backend']}) in "
+               f"{dense_meta['seconds']:.1f} s" if dense_meta else "")
     click.echo(f"{name}: {stats['terms']} terms ({stats['obsolete']} obsolete, {stats['alt_ids']} alt ids, "
                f"{stats['synonyms']} synonyms) from {file} [{stats['data_version'] or 'no data-version'}]; "
-               f"loaded in {loaded:.1f} s, indexed {n} in {indexed:.1f} s into {settings.data_dir}", err=True)
+               f"loaded in {loaded:.1f} s, indexed {n} in {indexed:.1f} s into {settings.data_dir}{vectors}", err=True)
     if as_json:
         click.echo(json.dumps({"ontology": name, "file": str(file), "terms": stats["terms"], "indexed": n,
                                "obsolete": stats["obsolete"], "data_version": stats["data_version"],
-                               "load_s": round(loaded, 3), "index_s": round(indexed, 3)}))
+                               "load_s": round(loaded, 3), "index_s": round(indexed, 3), "dense": dense_meta}))
+
+
+def _dense_terms(data_dir: Path, ont: Any, dense: bool | None, progress: Progress) -> dict[str, Any] | None:
+    """The dense term index of ``ont`` (search.ontology.dense_terms): built when asked for (``--dense``; without
+    the extra that is dense_unavailable, one line and exit status 2) or, by default, when the extra is installed."""
+    from search.ontology import dense_terms
+
+    if dense is None and not dense_terms.extra_installed():
+        return None
+    progress.stage(f"{ont.name}: embedding the live terms' labels and definitions (dense term index)",
+                   ontology=ont.name)
+    with progress:
+        return dense_terms.build(data_dir, ont, progress=progress.update)

@@ -318,9 +318,11 @@ class _Endpoints:
     # ---- ontology terms ---------------------------------------------------------------------------------------
     def search_terms(self, query: str | None = None, ontology: str = "go", aspect: str | None = None,
                      limit: int = 10, include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
-                     hidden_descendants: bool | None = None, *, q: str | None = None):
+                     hidden_descendants: bool | None = None, *, q: str | None = None,
+                     mode: Literal["bm25", "dense", "hybrid"] | None = None):
         """Terms by name, synonym, definition or id (``search.ontology.service.TermSearchResponse``). ``q`` is the
-        deprecated name of ``query`` (one release; a DeprecationWarning)."""
+        deprecated name of ``query`` (one release; a DeprecationWarning). ``mode`` dense or hybrid needs the
+        ontology's dense term index (409 ``dense_unavailable`` otherwise)."""
         if q is not None:
             warnings.warn("search_terms(q=...) is deprecated: use query=", DeprecationWarning, stacklevel=2)
             if query is not None:
@@ -332,7 +334,7 @@ class _Endpoints:
                                    lambda b: _terms_models().TermSearchResponse.model_validate(b),
                                    params=_params(query=query, ontology=ontology, aspect=aspect, limit=limit,
                                                   include_obsolete=include_obsolete, hidden=_hidden(hidden),
-                                                  hidden_descendants=hidden_descendants)))
+                                                  hidden_descendants=hidden_descendants, mode=mode)))
 
     def get_term(self, term_id: str, hidden: str | Iterable[str] | None = None,
                  hidden_descendants: bool | None = None):

@@ -62,6 +62,7 @@ NO_404 = frozenset({"GET /v1/health", "GET /v1/sessions", "POST /v1/collections/
 CONFLICTS: dict[str, str] = {
     "POST /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index)",
     "POST /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index)",
+    "GET /v1/terms/search": "dense_unavailable (mode dense or hybrid without a dense term index)",
     "GET /v1/papers/{pmcid}": "budget_exhausted or session_closed (within a session)",
     "POST /v1/collections/{collection}/builds": "busy (the collection already has an open build)",
     "POST /v1/collections/{collection}/builds/{build_id}/publish": "build_refused (empty, or much smaller than the "

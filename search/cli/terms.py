@@ -16,12 +16,14 @@ from search.cli.options import data_dir_option, echo_json, print_table, settings
 @click.option("--limit", "-n", type=int, default=10, show_default=True)
 @click.option("--hidden", help="Hidden set name (flyaoc) or comma-separated ids to leave out")
 @click.option("--hidden-descendants", is_flag=True, help="Also hide every descendant of the hidden ids")
+@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="bm25", show_default=True,
+              help="bm25: the lexical ranking; dense/hybrid need the ontology's dense term index")
 @click.option("--resolve", is_flag=True, help="Rank terms for a description (the resolver) instead of searching")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the REST response body (GET /v1/terms/search, or /v1/terms/resolve with --resolve)")
 @data_dir_option
 def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str | None, hidden_descendants: bool,
-          resolve: bool, as_json: bool, data_dir: Path | None) -> None:
+          mode: str, resolve: bool, as_json: bool, data_dir: Path | None) -> None:
     """Search ontology terms by name, synonym, definition or id."""
     from search.engines import open_engine
     from search.ontology.service import TermService
@@ -37,7 +39,8 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
         print_table([r.model_dump() for r in found.results],
                     [("id", "id", 14), ("name", "name", 50), ("matched label", "matched", 50), ("score", "score", 7)])
         return
-    res = svc.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden, hidden_descendants=hidden_descendants)
+    res = svc.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden, hidden_descendants=hidden_descendants,
+                     mode=mode)
     if as_json:
         echo_json(res)
         return

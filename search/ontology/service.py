@@ -35,6 +35,7 @@ from search.core.errors import IndexMissing, InvalidRequest, NotFound
 from search.core.models import Synonym, Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
 from search.engines import TermEngine, open_local
+from search.ontology.dense_terms import DenseTermIndexes, check_mode
 from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.ontology.model import (
     GO_ASPECTS,
@@ -98,6 +99,7 @@ class TermSearchResponse(BaseModel):
     query: str
     aspect: str | None = None
     hidden: int = Field(0, description="How many ids were hidden from this search")
+    mode: str = Field("bm25", description="bm25 (the lexical ranking), dense or hybrid (RRF of both)")
     hits: list[TermHit]
 
 
@@ -165,6 +167,7 @@ class TermService:
         self._listed: tuple[tuple[int, int], dict[str, Path], set[str]] | None = None
         # per service: a class-level lru_cache would key on (and keep alive) every service ever made
         self._hidden = lru_cache(maxsize=64)(self._expand_hidden)
+        self.dense = DenseTermIndexes(self.data_dir)   # optional: mode dense/hybrid (search.ontology.dense_terms)
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
     def ontology_path(self, name: str) -> Path:
@@ -301,9 +304,10 @@ class TermService:
     # ---- search ---------------------------------------------------------------------------------------------------
     def search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
-               include_obsolete: bool = False) -> TermSearchResponse:
+               include_obsolete: bool = False, mode: str | None = None) -> TermSearchResponse:
         lex = self.rerank_model(ontology)   # checks the name; a search needs no more than the model
         query = self._check_query(query)
+        mode = check_mode(mode)
         aspect = self._check_aspect(aspect)
         if aspect and not lex.has_aspects:
             raise InvalidRequest(f"aspect: {ontology} has no GO aspects (namespaces); leave aspect out",
@@ -313,9 +317,13 @@ class TermService:
         filters: dict[str, Any] = {"aspect": aspect, "exclude_ids": hid.ids, "include_obsolete": include_obsolete}
         if id_query(query):
             hits = self.engine.search_terms(ontology, query, limit=limit, **filters)
-        else:
+        elif mode == "bm25":
             hits = self._ranked(ontology, lex, query, limit, filters)
-        return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), hits=hits)
+        else:   # an id query stays a lookup in every mode
+            hits = self.dense.search(self.engine, ontology, query, limit, filters, mode,
+                                     lexical=lambda depth: self._ranked(ontology, lex, query, depth, filters),
+                                     ontology=lambda: self.ontology(ontology), ontology_key=self._indexed(ontology))
+        return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), mode=mode, hits=hits)
 
     def rerank_model(self, ontology: str | Ontology) -> RerankModel:
         """The re-ranker's model of an indexed ontology: the one saved at indexing, or learned now from the ontology

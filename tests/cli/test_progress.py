@@ -80,14 +80,14 @@ def test_index_ontology_stages_and_json(tmp_path, monkeypatch):
     from search.cli.main import main
 
     monkeypatch.setenv("FLYSIFT_ONTOLOGY_CACHE", str(tmp_path / "cache"))
-    r = CliRunner().invoke(main, ["index", "ontology", str(FIX / "mini.obo"), "--name", "go", "--json",
+    r = CliRunner().invoke(main, ["index", "ontology", str(FIX / "mini.obo"), "--name", "go", "--json", "--no-dense",
                                   "--data-dir", str(tmp_path / "d")])
     assert r.exit_code == 0, r.output
     stages = [e["stage"] for e in _events(r.stderr) if e["event"] == "stage"]
     assert stages[0].startswith("go: reading") and stages[1].startswith("go: indexing 25 terms")
     summary = json.loads(r.stdout)
     assert summary["ontology"] == "go" and summary["terms"] == 25 and summary["indexed"] == 25
-    r = CliRunner().invoke(main, ["index", "ontology", str(FIX / "mini.obo"), "--name", "go",
+    r = CliRunner().invoke(main, ["index", "ontology", str(FIX / "mini.obo"), "--name", "go", "--no-dense",
                                   "--data-dir", str(tmp_path / "d")])
     assert r.exit_code == 0 and r.stdout == "" and "reading" not in r.stderr   # piped: only the summary line
     assert len(r.stderr.strip().splitlines()) == 1

@@ -43,7 +43,7 @@ def test_ontology_named_after_another_ontologys_ids_is_refused(tmp_path, fbdv_fi
 
     data = tmp_path / "d"
     runner = CliRunner()
-    r = runner.invoke(ontology, [str(FIX / "mini.obo"), "--name", "go", "--data-dir", str(data)])
+    r = runner.invoke(ontology, [str(FIX / "mini.obo"), "--name", "go", "--no-dense", "--data-dir", str(data)])
     assert r.exit_code == 0, r.output
     r = runner.invoke(ontology, [str(fbdv_file), "--name", "go", "--data-dir", str(data)])
     assert r.exit_code == 2
