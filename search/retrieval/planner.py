@@ -4,6 +4,8 @@ Reading of the text, in order:
 
 * ``gene:Dl`` marks a gene symbol: it goes to the case-sensitive symbol view whatever it looks like (``gene:so``,
   ``gene:in``); ``"Dl"`` (one token in quotes) does the same. Any longer ``"…"`` is a phrase on the word view.
+* English clitics (``'s`` of ``Parkinson's``, ``'t`` of ``didn't``: ``search.text.analysis.split_clitics``) are
+  dropped: grammar, not content;
 * every other whitespace-separated chunk is cut to its symbol tokens (so ``(Su(H)),`` becomes ``Su(H)``);
 * **case of the whole query.** A query written in capitals (``DROSOPHILA WING DISC DEVELOPMENT``) or in title case
   (``The Role Of Delta In Wing Development``) says nothing about the case of its symbols: it is read
@@ -35,7 +37,7 @@ from typing import Any, Literal
 import regex
 
 from search.core.query import Clause, EngineQuery, Filters
-from search.text.analysis import STOP_LANGUAGE, is_stop_word, is_symbol_like, symbol_tokens
+from search.text.analysis import STOP_LANGUAGE, is_stop_word, is_symbol_like, split_clitics, symbol_tokens
 
 #: a quoted phrase, or a ``gene:`` mark followed by one symbol token
 _MARKED = regex.compile(r'"([^"]*)"|(?<![^\s(\[,;])gene:(\S+)')
@@ -123,7 +125,9 @@ def _reading(text: str, known_symbols: frozenset[str] | set[str]) -> tuple[list[
             if toks:
                 clauses.append(Clause(text=toks[0], view="symbol"))
                 trace.append({"token": toks[0], "view": "symbol", "why": "marked gene:"})
-    tokens = [tok for chunk in _MARKED.sub(" ", text).split() for tok in symbol_tokens(chunk)]
+    rest, clitics = split_clitics(_MARKED.sub(" ", text))
+    trace += [{"token": c, "view": "dropped", "why": "clitic"} for c in clitics]
+    tokens = [tok for chunk in rest.split() for tok in symbol_tokens(chunk)]
     case = query_case(tokens, known_symbols)
     running = len(tokens) >= 2
     read = [(tok, *_read(tok, case, known_symbols, running)) for tok in tokens]

@@ -103,6 +103,22 @@ def is_stop_word(word: str) -> bool:
     return bool(word) and not _stop_analyzer().analyze(word)
 
 
+#: an English clitic: one letter after an apostrophe that follows a letter (``Parkinson's``, ``what ’ s``,
+#: ``didn't``, ``I'm``; tokenised collections write ``parkinson 's``), not followed by more letters or another quote
+_CLITIC = regex.compile(r"(?<=\p{L})\s?['’]\s?[stdmSTDM](?![\p{L}\p{N}'’])")
+
+
+def split_clitics(text: str) -> tuple[str, list[str]]:
+    """``text`` without its English clitics (``'s``, ``'t``, ``'d``, ``'m``) and the clitics it had, in order.
+
+    Both views split ``Parkinson's`` into ``Parkinson`` and ``s``; the ``s`` (or ``t`` of ``didn't``) is grammar, not
+    content, so the query side drops it as Lucene's English analyzer drops the possessive (``EnglishPossessiveFilter``).
+    As a query word it matched every possessive and every ``T``/``D`` of ``T cells``/``vitamin D``. The index keeps
+    them, so a quoted phrase (``"Parkinson's disease"``) still matches them."""
+    found = ["".join(m.group(0).split()) for m in _CLITIC.finditer(text)]
+    return (_CLITIC.sub(" ", text), found) if found else (text, [])
+
+
 # ---- the analyzers (tantivy's, used by the embedded engine and for Python-side analysis) -----------------------------
 
 def word_analyzer() -> tantivy.TextAnalyzer:

@@ -177,3 +177,37 @@ def test_an_older_name_with_a_number_finds_its_gene_before_papers_full_of_that_n
 
     eng = build_index(tmp_path / "data", _older_name_papers())
     assert pmcids(eng.search_papers(plan("Wnt oncogene analog 1"), limit=4))[0] == "PMC200000"
+
+
+# ---- English clitics (#16): the s of Parkinson's is grammar, not a query word --------------------------------------
+
+def test_clitics_are_dropped_and_reported_but_kept_in_quoted_phrases():
+    for text in ("Parkinson's disease", "parkinson 's disease", "Parkinson’s disease"):
+        q = plan(text)
+        assert [c.text for c in q.clauses] == [text.split("'")[0].split("’")[0].strip(), "disease"], text
+        assert len(q.dropped) == 1 and q.dropped[0].endswith(("s", "S")), text
+    assert explain("didn't work", plan("didn't work"))["tokens"][0] == {"token": "'t", "view": "dropped",
+                                                                        "why": "clitic"}
+    assert plan('"Parkinson\'s disease" risk').clauses[0].text == "Parkinson's disease"      # quoted: as written
+    assert [c.text for c in plan("the 's' allele of Dl").clauses] == ["s", "allele", "Dl"]   # quoted letter: a word
+    assert [c.text for c in plan("5'-UTR of Dl").clauses if c.view == "symbol"] == ["UTR", "Dl"]  # prime: no clitic
+
+
+def _possessive_papers():
+    from search.core.models import Paper, Section
+
+    def paper(n, title, abstract):
+        return Paper(pmcid=f"PMC3000{n:02d}", year=2001, journal="Genetics", title=title, abstract=abstract,
+                     sections=[Section(type="RESULTS", paragraphs=[abstract])])
+
+    return [paper(0, "A fly model of Parkinson disease", "Loss of parkin in flies models Parkinson disease."),
+            paper(1, "The organ's size", "The wing's size, the haltere's size and the leg's size follow the fly's "
+                                         "growth; the disc's cells set each organ's shape.")]
+
+
+def test_a_possessive_does_not_retrieve_papers_that_share_only_possessives(tmp_path):
+    from tests.helpers import build_index
+
+    eng = build_index(tmp_path / "data", _possessive_papers())
+    for text in ("Parkinson's disease", "what's the model of parkinson 's disease?"):
+        assert pmcids(eng.search_papers(plan(text), limit=5)) == ["PMC300000"], text
