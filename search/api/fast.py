@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from copy import deepcopy
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi._compat import ModelField, field_annotation_is_sequence
 from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
+from fastapi.dependencies.utils import _get_param_aliases, _get_param_model, _is_json_field, request_body_to_args
 from fastapi.routing import iter_route_contexts
 from starlette.requests import Request
 from starlette.responses import Response
@@ -50,6 +52,43 @@ class _Fallback(Exception):
     """The request takes FastAPI's path."""
 
 
+class _Param:
+    """How FastAPI reads one path, query or header parameter (``request_params_to_args`` for a plain parameter: one
+    name, no parameter model), worked out once instead of per request."""
+
+    __slots__ = ("field", "name", "key", "where", "multi", "seq", "loc", "required", "default", "plain_default",
+                 "validate_default")
+
+    def __init__(self, field: ModelField, where: str):
+        self.field, self.name, self.where = field, field.name, where
+        self.key = _get_param_aliases(field)[0][1]
+        self.seq = field_annotation_is_sequence(field.field_info.annotation)
+        self.multi = self.seq and where != "path" and not _is_json_field(field)  # read with getlist
+        self.loc = (field.field_info.in_.value, self.key)  # type: ignore[attr-defined]
+        self.required = field.field_info.is_required()
+        self.default = field.default
+        self.plain_default = self.default is None or isinstance(self.default, str | int | float | bool)
+        self.validate_default = field.field_info.validate_default
+
+    @staticmethod
+    def plain(field: ModelField) -> bool:
+        return _get_param_model(field) is None and len(_get_param_aliases(field)) == 1
+
+    def value(self, source: Any) -> Any:
+        """The validated value, or ``_Fallback``."""
+        value = source.getlist(self.key) if self.multi else source.get(self.key)
+        if value is None or (self.seq and len(value) == 0):
+            if self.required:
+                raise _Fallback
+            if not self.validate_default:
+                return self.default if self.plain_default else deepcopy(self.default)
+            value = deepcopy(self.default)
+        got, errors = self.field.validate(value, {}, loc=self.loc)
+        if errors:
+            raise _Fallback
+        return got
+
+
 class _Plan:
     """One lean route: its effective route (path with prefix, methods, dependant) and the routes before it that could
     take the same request."""
@@ -62,8 +101,14 @@ class _Plan:
         self.body_fields = self.dependant.body_params
         self.embed_body = bool(route._embed_body_fields)
         self.order = _post_order(self.dependant)
+        self.params: dict[int, list[_Param]] = {}
         for dep in self.order:
             _check(dep, route.path, top=dep is self.dependant)
+            fields = [(f, "path") for f in dep.path_params] + [(f, "query") for f in dep.query_params] + \
+                     [(f, "header") for f in dep.header_params]
+            if not all(_Param.plain(f) for f, _ in fields):
+                raise RuntimeError(f"lean route {route.path}: {dep.call} takes a parameter model or alias choices")
+            self.params[id(dep.call)] = [_Param(f, where) for f, where in fields]
         if inspect.signature(route.endpoint).return_annotation not in (Response, "Response"):
             raise RuntimeError(f"lean route {route.path}: must return a Response")
 
@@ -154,13 +199,10 @@ class FastPath:
         args: dict[int, dict[str, Any]] = {}
         for dep in plan.order:  # every parameter first: a request that fails validation has run no dependency
             values: dict[str, Any] = {}
-            for fields, source in ((dep.path_params, child["path_params"]), (dep.query_params, None),
-                                   (dep.header_params, request.headers)):
-                if fields:
-                    got, errors = request_params_to_args(fields, request.query_params if source is None else source)
-                    if errors:
-                        raise _Fallback
-                    values.update(got)
+            for p in plan.params[id(dep.call)]:
+                source = (child["path_params"] if p.where == "path" else
+                          request.query_params if p.where == "query" else request.headers)
+                values[p.name] = p.value(source)
             if dep.body_params:
                 values.update(await self._body(plan, scope))
             if dep.request_param_name:

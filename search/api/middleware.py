@@ -2,9 +2,10 @@
 session, stored through ``SessionService.record`` before the last byte of the response is sent, so a client that
 reads its trace right after a call sees that call, and a read's unit is spent with that record.
 
-Only calls that can be traced pay for it: a request with an ``X-Session-Id`` header, or one under
-``/v1/sessions/<id>/`` (names and submissions name their session in the path). Every other request passes straight
-through, with no wrapper around its body or its answer."""
+Only calls that can be traced pay for it: a request with an ``X-Session-Id`` header, or a write under
+``/v1/sessions/<id>/`` (names and submissions name their session in the path; reading a session, its trace or its
+coverage is not traced). Every other request passes straight through, with no wrapper around its body or its
+answer."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ ID_KEYS = ("pmcid", "passage_id", "go_id", "fbbt_id", "fbdv_id", "term_id")
 MAX_RETURNED_IDS = 500
 MAX_CAPTURE_BYTES = 4_000_000
 SESSION_HEADER = b"x-session-id"
-#: routes that trace into the session of their path (``search.api.sessions``: names, submission)
+#: routes that trace into the session of their path (``search.api.sessions``: names, submission; never a read)
 SESSION_PATHS = "/v1/sessions/"
+READS = frozenset({"GET", "HEAD"})
 
 
 def returned_ids(body: Any) -> list[str]:
@@ -51,7 +53,8 @@ def returned_ids(body: Any) -> list[str]:
 
 def traceable(scope) -> bool:
     """Whether a route of this request may mark it for tracing (``trace_into``)."""
-    return scope["path"].startswith(SESSION_PATHS) or any(k == SESSION_HEADER for k, _ in scope["headers"])
+    return any(k == SESSION_HEADER for k, _ in scope["headers"]) or (
+        scope["path"].startswith(SESSION_PATHS) and scope.get("method") not in READS)
 
 
 def _json(raw: bytes) -> Any:

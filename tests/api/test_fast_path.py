@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from search.api.app import create_app
 from search.api.fast import FastPath
+from search.api.middleware import traceable
 from search.core.config import Settings
 from search.core.models import Gene
 from search.engines.embedded.terms import TermIndex
@@ -224,3 +225,10 @@ def test_a_request_spends_one_rate_limit_token_on_either_path(tmp_path, monkeypa
                  c.post("/v1/papers/search", json={"query": "Dl"}, headers=auth).status_code]
         assert codes == [422, 422, 200, 429]
         assert c.post("/v1/papers/search", json={"query": "Dl"}).status_code == 401
+
+
+def test_reading_a_session_is_not_wrapped_for_tracing_but_writes_under_its_path_are():
+    scope = {"type": "http", "path": "/v1/sessions/s1", "headers": []}
+    assert not traceable({**scope, "method": "GET"}) and not traceable({**scope, "method": "HEAD"})
+    assert traceable({**scope, "method": "POST", "path": "/v1/sessions/s1/names"})
+    assert traceable({**scope, "method": "GET", "headers": [(b"x-session-id", b"s1")]})
