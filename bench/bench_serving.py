@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,54 @@ def in_process(data: Path, qs: list[str], sid: str, repeat: int) -> dict[str, fl
                                            repeat),
         "session read + JSON": cpu_per_call(lambda s: sessions.get(s, LOCAL).model_dump_json(), [sid], repeat),
     }
+
+
+# ---- the ASGI app alone -------------------------------------------------------------------------------------------
+
+def asgi_cost(data: Path, reqs_by_endpoint: dict[str, list[dict[str, Any]]], repeat: int) -> dict[str, float]:
+    """Milliseconds of CPU per request of the API's ASGI app in this process, without sockets or uvicorn: what the
+    framework and the route add to the in-process call, by endpoint."""
+    from search.api.app import create_app
+    from search.core.config import Settings
+
+    app = create_app(Settings(data_dir=data))
+
+    async def one(r: dict[str, Any]) -> None:
+        path, _, query = r["path"].partition("?")
+        body = (r.get("body") or "").encode()
+        headers = [(b"host", b"bench"), (b"content-type", b"application/json")]
+        if body:
+            headers.append((b"content-length", str(len(body)).encode()))
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": r["method"],
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+                 "query_string": query.encode(), "headers": headers, "client": ("127.0.0.1", 1),
+                 "server": ("127.0.0.1", 80), "state": {}}
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        status: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop() if messages else {"type": "http.disconnect"}
+
+        async def send(msg: MutableMapping[str, Any]) -> None:
+            if msg["type"] == "http.response.start":
+                status.append(msg["status"])
+
+        await app(scope, receive, send)
+        if status != [200]:
+            raise RuntimeError(f"{r['method']} {r['path']} answered {status}")
+
+    async def run() -> dict[str, float]:
+        out = {}
+        for name, reqs in reqs_by_endpoint.items():
+            for r in reqs:  # warm-up
+                await one(r)
+            c0 = time.process_time()
+            for i in range(repeat):
+                await one(reqs[i % len(reqs)])
+            out[name] = round((time.process_time() - c0) / repeat * 1000, 4)
+        return out
+
+    return asyncio.run(run())
 
 
 # ---- HTTP ---------------------------------------------------------------------------------------------------------
@@ -234,7 +283,9 @@ def report(res: dict[str, Any]) -> str:
            f"{m['cores']} cores ({m['cpu']}), load average {m['load_avg_1m']} before, {res['load_avg_1m_end']} "
            f"after; terms: {Path(res['ontology']).name}; client: {res['http'][0]['client'] if res['http'] else '-'}.",
            "", "In-process CPU per call (ms):", "",
-           markdown_table(["call", "CPU ms"], list(res["in_process"].items())), "", "HTTP:", "",
+           markdown_table(["call", "CPU ms"], list(res["in_process"].items())), "",
+           "The API's ASGI app alone (no sockets, no uvicorn), CPU per request (ms):", "",
+           markdown_table(["endpoint", "CPU ms"], list(res.get("asgi", {}).items())), "", "HTTP:", "",
            markdown_table(["endpoint", "connections", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req"],
                           [[r["endpoint"], r["connections"], round(r["rps"]), r["p50_ms"], r["p99_ms"], r["errors"],
                             r["server_cpu_ms_per_request"]] for r in res["http"]]),
@@ -290,6 +341,10 @@ def main() -> None:
         print("in-process CPU per call:", flush=True)
         res["in_process"] = in_process(data, qs, sid, args.repeat)
         for k, v in res["in_process"].items():
+            print(f"  {k}: {v} ms", flush=True)
+        print("ASGI app alone, CPU per request:", flush=True)
+        res["asgi"] = asgi_cost(data, endpoints(qs, sid), args.repeat)
+        for k, v in res["asgi"].items():
             print(f"  {k}: {v} ms", flush=True)
         print("HTTP:", flush=True)
         res["http"] = http_matrix(base, server, endpoints(qs, sid), [int(c) for c in args.connections.split(",")],
