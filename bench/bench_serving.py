@@ -2,6 +2,8 @@
 
 1. In-process: CPU per call of ``SearchService`` (paper and passage search, answer serialised to JSON as the API
    does), of ``TermService`` term search and of a session read (``SessionService.get``), after a warm-up.
+   The same requests through the API's ASGI app in this process (no sockets, no uvicorn): what the framework and
+   the route add to each call.
 2. HTTP: ``flysift serve --workers N`` (default: one per core) on loopback; for paper search, passage search, term
    search and a session read (``GET /v1/sessions/{id}``): requests/s, p50/p99 latency and errors at 1, 8, 32 and 128
    connections (wrk, one thread; an asyncio client when wrk is missing), and the server's CPU per request (user +

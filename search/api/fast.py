@@ -29,6 +29,7 @@ from fastapi._compat import ModelField, field_annotation_is_sequence
 from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import _get_param_aliases, _get_param_model, _is_json_field, request_body_to_args
 from fastapi.routing import iter_route_contexts
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
@@ -157,8 +158,11 @@ def _routes(app: FastAPI) -> dict[str, list[_Plan]]:
 
 
 def _handler(app: FastAPI, exc: Exception) -> Callable[..., Any] | None:
-    """The app's handler for ``exc`` as Starlette's ``ExceptionMiddleware`` finds it (by class, most specific first);
-    500 and ``Exception`` belong to the server-error layer outside, so they are not looked up here."""
+    """The app's handler for ``exc`` as Starlette's ``ExceptionMiddleware`` finds it (an HTTP exception's status, then
+    by class, most specific first); 500 and ``Exception`` belong to the server-error layer outside, so they are not
+    looked up here."""
+    if isinstance(exc, HTTPException) and exc.status_code != 500 and exc.status_code in app.exception_handlers:
+        return app.exception_handlers[exc.status_code]
     for cls in type(exc).__mro__:
         if cls is Exception:
             return None

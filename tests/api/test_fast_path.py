@@ -10,13 +10,14 @@ from pathlib import Path
 
 import fastapi.routing
 import pytest
+from fastapi import FastAPI, Response
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from search.api.app import create_app
-from search.api.fast import FastPath
+from search.api.fast import FastPath, lean
 from search.api.middleware import traceable
 from search.core.config import Settings
 from search.core.models import Gene
@@ -194,9 +195,9 @@ def test_sessions_trace_and_budget_alike(client, app):
     assert fast[0]["arguments"]["body"] == {"query": "Dl", "gene": "Dl"}
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
-                     | st.text(max_size=8), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c,
-                                                                                                  max_size=3),
+_scalar = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+           | st.text(max_size=8))
+_json = st.recursive(_scalar, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
                      max_leaves=6)
 _field = st.sampled_from(["query", "limit", "offset", "filters", "snippets", "collection", "gene", "mode", "explain"])
 
@@ -232,3 +233,23 @@ def test_reading_a_session_is_not_wrapped_for_tracing_but_writes_under_its_path_
     assert not traceable({**scope, "method": "GET"}) and not traceable({**scope, "method": "HEAD"})
     assert traceable({**scope, "method": "POST", "path": "/v1/sessions/s1/names"})
     assert traceable({**scope, "method": "GET", "headers": [(b"x-session-id", b"s1")]})
+
+
+def test_a_lean_route_that_the_lean_path_cannot_answer_as_fastapi_would_is_refused():
+    """A ``def`` route (FastAPI runs it on the thread pool) or one that returns a model (FastAPI serialises it through
+    ``response_model``) cannot be marked lean: the app refuses to answer rather than answer differently."""
+    for route in ("sync", "model"):
+        app = FastAPI()
+        if route == "sync":
+            @app.get("/x")
+            @lean
+            def sync() -> Response:
+                return Response(b"")
+        else:
+            @app.get("/x")
+            @lean
+            async def model() -> dict:
+                return {}
+        app.add_middleware(FastPath)
+        with TestClient(app) as c, pytest.raises(RuntimeError, match="not async" if route == "sync" else "Response"):
+            c.get("/x")
