@@ -16,6 +16,9 @@ Reading of the text, in order:
 * a token the analysis calls symbol-like (``search.text.analysis.is_symbol_like``: a known symbol, or a shape no English
   word has — ``Dl``, ``N``, ``abd-A``, ``Su(H)``, ``GAL4``) matches **only** the case-sensitive symbol view, so
   ``Dl`` never retrieves a paper that only says ``dl``;
+* a symbol-like token with capitals that the lexicon writes in several cases for one gene only (``foldable``:
+  ``Hh``, ``Ftz`` of ``hh``, ``ftz``; not ``Dl``, whose ``dl`` is another gene) also matches its word view at half
+  weight, so papers that write the gene in another case are found, exact-case mentions first;
 * a token without letters (``1`` in ``discs large 1``, ``2.5``) is the same on both views: one word clause, so a
   number never weighs more than a word;
 * any other token matches the stemmed word view. In a short query (fewer than ``STOP_MIN_WORDS`` words: ``dl``,
@@ -45,7 +48,7 @@ SHORT_WORD = 4
 #: weight of the exact-case symbol clause a short word gets in a short query (0.2 lowered symbol recall on the
 #: generated corpus and changed nothing on the IR collections)
 EXACT_CASE_BONUS = 0.5
-#: weight of the word-view phrase a lower-case symbol shape gets in running text
+#: weight of the word-view phrase a lower-case symbol shape gets in running text, and a foldable symbol everywhere
 WORD_PHRASE_WEIGHT = 0.5
 #: queries with at least this many words lose their stop words on the word view
 STOP_MIN_WORDS = 3
@@ -106,7 +109,8 @@ def _read(tok: str, case: Case, known_symbols: frozenset[str] | set[str], runnin
     return "word", "word"
 
 
-def _reading(text: str, known_symbols: frozenset[str] | set[str]) -> tuple[list[Clause], list[dict[str, Any]], Case]:
+def _reading(text: str, known_symbols: frozenset[str] | set[str], foldable: frozenset[str] | set[str] = frozenset()
+             ) -> tuple[list[Clause], list[dict[str, Any]], Case]:
     """The clauses of ``text`` (no expansions) and, per token, where it went and why."""
     clauses: list[Clause] = []
     trace: list[dict[str, Any]] = []
@@ -149,6 +153,10 @@ def _reading(text: str, known_symbols: frozenset[str] | set[str]) -> tuple[list[
             elif running and why == "symbol shape" and not any(c.isupper() for c in tok):
                 clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
                 entry["word_phrase"] = WORD_PHRASE_WEIGHT
+            elif tok != tok.lower() and tok.lower() in foldable:
+                # the lexicon writes this gene in several cases and no other gene in any: case tells nothing here
+                clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
+                entry["case_folded"] = WORD_PHRASE_WEIGHT
             trace.append(entry)
         elif why == "stop word" and drop:
             trace.append({"token": tok, "view": "dropped", "why": "stop word"})
@@ -163,8 +171,10 @@ def _reading(text: str, known_symbols: frozenset[str] | set[str]) -> tuple[list[
 
 
 def plan(text: str, *, filters: Filters | None = None, known_symbols: frozenset[str] | set[str] = frozenset(),
-         expansions: Iterable[str] = ()) -> EngineQuery:
-    clauses, trace, case = _reading(text, known_symbols)
+         expansions: Iterable[str] = (), foldable: frozenset[str] | set[str] = frozenset()) -> EngineQuery:
+    """The engine query of ``text``; ``known_symbols`` (exact case) and ``foldable`` (``Lexicon.foldable``) come from
+    the gene lexicon when one is loaded."""
+    clauses, trace, case = _reading(text, known_symbols, foldable)
     for name in dict.fromkeys(expansions):
         clauses.append(expansion_clause(name, known_symbols))
     dropped = [t["token"] for t in trace if t["view"] == "dropped"]
@@ -172,10 +182,10 @@ def plan(text: str, *, filters: Filters | None = None, known_symbols: frozenset[
 
 
 def explain(text: str, query: EngineQuery, known_symbols: frozenset[str] | set[str] = frozenset(),
-            bm25: dict[str, Any] | None = None) -> dict[str, Any]:
+            bm25: dict[str, Any] | None = None, foldable: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     """The planner's reading of ``text`` token by token, with the query it produced and the BM25 parameters it ran
     under: what an ``explain: true`` search answers in ``query.explain``."""
-    _, trace, case = _reading(text, known_symbols)
+    _, trace, case = _reading(text, known_symbols, foldable)
     return {"case": case, "tokens": trace, "dropped": list(query.dropped),
             "stop_words": f"tantivy {STOP_LANGUAGE} (Lucene's 33 words), dropped from queries of {STOP_MIN_WORDS}+ "
                           "words", "expanded": [c.name for c in query.named()], "bm25": bm25 or {}}

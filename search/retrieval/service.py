@@ -107,20 +107,20 @@ class SearchService:
 
     # ---- search -----------------------------------------------------------------------------------------------
     def build_query(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
-                    known_symbols: frozenset[str] = frozenset()) -> EngineQuery:
+                    known_symbols: frozenset[str] = frozenset(), foldable: frozenset[str] = frozenset()) -> EngineQuery:
         self.check_query(text)
         if filters and filters.section_types:
             filters.section_types = self.check_sections(filters.section_types)
-        return plan(text, filters=filters, expansions=expansions, known_symbols=known_symbols)
+        return plan(text, filters=filters, expansions=expansions, known_symbols=known_symbols, foldable=foldable)
 
     def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
                       snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
                       known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
-                      explain_plan: bool = False) -> PaperSearchResults:
+                      explain_plan: bool = False, foldable: frozenset[str] = frozenset()) -> PaperSearchResults:
         """Papers by BM25, by their nearest passage (dense: cosine of the best passage) or by RRF of both (hybrid).
         Dense ignores gene expansions: they act through the BM25 half of hybrid."""
         self.check_page(limit, offset)
-        query = self.build_query(text, filters, expansions, known_symbols)
+        query = self.build_query(text, filters, expansions, known_symbols, foldable)
         engine = self.engine(collection)
         if mode == "bm25":
             res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets)
@@ -137,17 +137,17 @@ class SearchService:
             hit.gene_in_title = gene_in_title(text, hit.title)
         res.query = describe(query) | {"mode": mode}
         if explain_plan:
-            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("papers"))
+            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("papers"), foldable)
         return res
 
     def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
                         snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
                         known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
-                        explain_plan: bool = False) -> PassageSearchResults:
+                        explain_plan: bool = False, foldable: frozenset[str] = frozenset()) -> PassageSearchResults:
         """Passages by BM25, by embedding cosine (dense) or by RRF of both (hybrid); dense-only hits carry no
         snippet and match no named clause."""
         self.check_page(limit, offset)
-        query = self.build_query(text, filters, expansions, known_symbols)
+        query = self.build_query(text, filters, expansions, known_symbols, foldable)
         engine = self.engine(collection)
         if mode == "bm25":
             res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets)
@@ -165,7 +165,7 @@ class SearchService:
                                        took_ms=(time.perf_counter() - t0) * 1000)
         res.query = describe(query) | {"mode": mode}
         if explain_plan:
-            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("passages"))
+            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("passages"), foldable)
         return res
 
     # ---- reading ----------------------------------------------------------------------------------------------

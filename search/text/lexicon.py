@@ -79,6 +79,7 @@ class Lexicon:
         self._symbols: dict[str, str] = {}
         self._names: dict[str, list[str]] = {}
         self._folded: dict[str, list[str]] = {}  # casefolded name -> gene ids: candidates for a name in another case
+        self._foldable: frozenset[str] | None = None
         for g in genes:
             self.add(g)
 
@@ -94,6 +95,7 @@ class Lexicon:
             raise InputError(f"gene {gene.id!r}: a gene needs an id and a current symbol", field="symbol")
         self._genes[gene.id] = gene
         self._symbols[gene.symbol] = gene.id
+        self._foldable = None
         for name in all_names(gene):
             for index, key in ((self._names, name), (self._folded, name.casefold())):
                 ids = index.setdefault(key, [])
@@ -128,6 +130,20 @@ class Lexicon:
     def symbols(self) -> frozenset[str]:
         """Current symbols, for the planner's symbol detection."""
         return frozenset(self._symbols)
+
+    def foldable(self) -> frozenset[str]:
+        """Lower-cased names the planner may also search case-insensitively (``hh`` for a query ``Hh``): the lexicon
+        writes the gene in more than one case (``hh``, ``Hh``), so case tells nothing here, and no other gene has a name
+        in any case of it (``dl`` is not foldable: ``dl`` is dorsal, ``Dl`` Delta; nor ``n``: only ``N`` is known)."""
+        if self._foldable is None:
+            spellings: dict[str, set[str]] = {}
+            for name, ids in self._names.items():
+                if len(ids) == 1:
+                    spellings.setdefault(name.lower(), set()).add(name)
+            self._foldable = frozenset(
+                low for low, names in spellings.items()
+                if len(names) >= 2 and len(self._folded.get(low.casefold(), ())) == 1 and " " not in low)
+        return self._foldable
 
     def resolve(self, ref: str) -> Gene:
         """The gene named by a FlyBase id or current symbol; otherwise a NotFound that says what the name is."""

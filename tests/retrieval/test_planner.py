@@ -211,3 +211,63 @@ def test_a_possessive_does_not_retrieve_papers_that_share_only_possessives(tmp_p
     eng = build_index(tmp_path / "data", _possessive_papers())
     for text in ("Parkinson's disease", "what's the model of parkinson 's disease?"):
         assert pmcids(eng.search_papers(plan(text), limit=5)) == ["PMC300000"], text
+
+
+# ---- older names in another case (#15): Hh finds the papers that write hh, Dl never finds dl ------------------------
+
+def _lexicon():
+    from search.core.models import Gene
+    from search.text.lexicon import Lexicon
+
+    return Lexicon([Gene(id="FBgn0004644", symbol="hh", fullname="hedgehog", symbol_synonyms=["Hh", "bar-3"]),
+                    Gene(id="FBgn0260632", symbol="dl", fullname="dorsal", symbol_synonyms=["Dorsal", "DL"]),
+                    Gene(id="FBgn0000463", symbol="Dl", fullname="Delta", symbol_synonyms=["DI"]),
+                    Gene(id="FBgn0004647", symbol="N", fullname="Notch"),
+                    Gene(id="FBgn0000577", symbol="en", symbol_synonyms=["En", "ci-D"]),
+                    Gene(id="FBgn0004859", symbol="ci", symbol_synonyms=["Ci", "ci-D"])])
+
+
+def test_the_lexicon_folds_only_genes_it_writes_in_several_cases_and_no_other_gene_shares():
+    fold = _lexicon().foldable()
+    assert {"hh", "en", "ci"} <= fold
+    assert not {"dl", "n", "di", "ci-d", "bar-3"} & fold      # dl/Dl two genes; N, DI one spelling; ci-D two genes
+
+
+def test_a_foldable_symbol_also_matches_its_other_cases_at_half_weight():
+    fold = _lexicon().foldable()
+    assert views(plan("Hh", foldable=fold)) == [("Hh", "symbol", 1.0), ("Hh", "word", 0.5)]
+    assert views(plan("Dl", foldable=fold)) == [("Dl", "symbol", 1.0)] and views(plan("N", foldable=fold)) == [
+        ("N", "symbol", 1.0)]
+    assert views(plan("Hh")) == [("Hh", "symbol", 1.0)]                          # no lexicon: exact case only
+    assert ("Hh", "symbol", 1.0) in views(plan("Hh signalling in the wing", foldable=fold))
+    tokens = explain("Hh", plan("Hh", foldable=fold), foldable=fold)["tokens"]
+    assert tokens == [{"token": "Hh", "view": "symbol", "why": "symbol shape", "case_folded": 0.5}]
+
+
+def test_a_foldable_older_name_finds_papers_that_write_the_gene_in_another_case(tmp_path):
+    from search.core.models import Paper, Section
+    from tests.helpers import build_index
+
+    def paper(n, text):
+        return Paper(pmcid=f"PMC4000{n:02d}", year=2001, journal="Genetics", title=f"Paper {n}", abstract=text,
+                     sections=[Section(type="RESULTS", paragraphs=[text])])
+
+    eng = build_index(tmp_path / "data", [paper(0, "hh is expressed in the posterior compartment."),
+                                          paper(1, "Hh protein moves to the anterior cells."),
+                                          paper(2, "Delta: Dl signals to the wing margin."),
+                                          paper(3, "dl is a Rel-family factor; n = 12 embryos.")])
+    fold = _lexicon().foldable()
+    assert pmcids(eng.search_papers(plan("Hh"))) == ["PMC400001"]
+    assert pmcids(eng.search_papers(plan("Hh", foldable=fold))) == ["PMC400001", "PMC400000"]  # exact case first
+    assert pmcids(eng.search_papers(plan("Dl", foldable=fold))) == ["PMC400002"]
+    assert pmcids(eng.search_papers(plan("N", foldable=fold))) == []
+
+
+def test_the_service_passes_the_lexicons_fold_set_to_the_planner(settings):
+    from search.retrieval.service import SearchService
+
+    svc = SearchService(settings)
+    for search in (svc.search_papers, svc.search_passages):
+        res = search("Hh", foldable=frozenset({"hh"}), explain_plan=True)
+        assert res.query["explain"]["tokens"][0]["case_folded"] == 0.5
+        assert {"text": "Hh", "phrase": True, "boost": 0.5} in res.query["clauses"]
