@@ -97,6 +97,9 @@ CREATE TABLE IF NOT EXISTS submissions (session_id TEXT NOT NULL, seq INTEGER NO
 #: checkpoint's fsync (SQLite's own checkpoint at 1,000 WAL pages stays as the backstop)
 CHECKPOINT_EVERY_S = 0.5
 
+#: sessions whose budget policy and size a store keeps parsed (emptied when full)
+LIMIT_CACHE = 10_000
+
 #: fields of Session kept in the ``data`` column (the rest are columns or child tables)
 _LIVE_FIELDS = {"status", "closed_at", "budget_used", "papers_read", "registered_names", "submissions"}
 
@@ -110,6 +113,7 @@ class SqliteStore:
         self.reservation_ttl_s = reservation_ttl_s
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._limit_cache: dict[str, tuple[str, int]] = {}
         self._conn().executescript(_SCHEMA)
         self._checkpointer: threading.Thread | None = None
         self._stop = threading.Event()
@@ -259,53 +263,80 @@ class SqliteStore:
         self.commit_read(session_id, charge)
         return charge.model_copy(update={"token": None})
 
-    @staticmethod
-    def _pending(db: sqlite3.Connection, session_id: str) -> list[Reservation]:
-        return [Reservation(*r) for r in db.execute(
-            "SELECT token, pmcid, unit, expires_at FROM pending WHERE session_id=?", (session_id,))]
+    def _limits(self, db: sqlite3.Connection, session_id: str) -> tuple[str, int]:
+        """A session's budget policy and size: fixed at creation, so parsed from its ``data`` once per process."""
+        found = self._limit_cache.get(session_id)
+        if found is None:
+            row = db.execute("SELECT data FROM sessions WHERE id=?", (session_id,)).fetchone()
+            if row is None:
+                raise session_not_found(session_id)
+            meta = json.loads(row[0])
+            found = meta["budget_policy"], meta["max_papers"]
+            if len(self._limit_cache) >= LIMIT_CACHE:
+                self._limit_cache.clear()
+            self._limit_cache[session_id] = found
+        return found
 
     @staticmethod
-    def _papers_read(db: sqlite3.Connection, session_id: str) -> set[str]:
-        return {r[0] for r in db.execute("SELECT pmcid FROM reads WHERE session_id=?", (session_id,))}
+    def _budget(db: sqlite3.Connection, session_id: str, pmcid: str, now: float
+                ) -> tuple[str, int, list[Reservation], set[str]]:
+        """Status, units spent, live reservations, and which of the papers the budget rules ask about (``pmcid``
+        and the reserved ones) were read: two statements, whatever the number of papers read."""
+        row = db.execute("SELECT status, budget_used, EXISTS(SELECT 1 FROM reads WHERE session_id=?1 AND pmcid=?2) "
+                         "FROM sessions WHERE id=?1", (session_id, pmcid)).fetchone()
+        if row is None:
+            raise session_not_found(session_id)
+        status, used, is_read = row
+        live, read = [], {pmcid} if is_read else set()
+        for token, held, unit, expires_at, held_read in db.execute(
+                "SELECT token, pmcid, unit, expires_at, EXISTS(SELECT 1 FROM reads r WHERE r.session_id=p.session_id "
+                "AND r.pmcid=p.pmcid) FROM pending p WHERE session_id=? AND expires_at>?", (session_id, now)):
+            live.append(Reservation(token, held, unit, expires_at))
+            if held_read:
+                read.add(held)
+        return status, used, live, read
 
     def reserve_read(self, session_id: str, pmcid: str, continuation: bool = False,
                      traced: bool = True) -> ReadCharge:
         """Hold the read's unit (raises at the limit); ``commit_read`` spends it with the answer's record (the trace
-        event is numbered then: ``traced`` matters to the cluster store only)."""
+        event is numbered then: ``traced`` matters to the cluster store only). A read that can never cost (a paper
+        already read under ``distinct``, a continuation page of one under ``flyaoc``) holds nothing and writes
+        nothing: its token is None."""
         now = time.time()
         with self._tx() as db:
-            status, used, data = self._row(db, session_id)
-            meta = json.loads(data)
-            db.execute("DELETE FROM pending WHERE session_id=? AND expires_at<=?", (session_id, now))
-            unit, held = reserve_decision(session_id, status, meta["budget_policy"], meta["max_papers"], used,
-                                          self._pending(db, session_id), self._papers_read(db, session_id), pmcid,
+            policy, max_papers = self._limits(db, session_id)
+            status, used, live, read = self._budget(db, session_id, pmcid, now)
+            unit, held = reserve_decision(session_id, status, policy, max_papers, used, live, read, pmcid,
                                           continuation)
-            token = secrets.token_urlsafe(12)
-            db.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?)",
-                       (token, session_id, pmcid, unit, now + self.reservation_ttl_s))
-        return ReadCharge(pmcid=pmcid, charged=bool(unit), used=held, max_papers=meta["max_papers"],
+            token = None
+            if unit or pmcid not in read:   # a unit, or a share in the unit of a pending first read (distinct)
+                token = secrets.token_urlsafe(12)
+                db.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?)",
+                           (token, session_id, pmcid, unit, now + self.reservation_ttl_s))
+        return ReadCharge(pmcid=pmcid, charged=bool(unit), used=held, max_papers=max_papers,
                           continuation=continuation, token=token)
 
     def commit_read(self, session_id: str, charge: ReadCharge, event: TraceEvent | None = None,
                     answered: bool = True) -> int | None:
-        """In one transaction: drop the reservation, spend its unit if the call was ``answered``, and append the
-        call's trace ``event``; returns the event's seq."""
+        """In one transaction: drop the reservation (and the session's lapsed ones), spend its unit if the call was
+        ``answered``, and append the call's trace ``event``; returns the event's seq."""
+        now = time.time()
         with self._tx() as db:
-            _, used, data = self._row(db, session_id)
-            meta = json.loads(data)
-            pending = self._pending(db, session_id)
-            db.execute("DELETE FROM pending WHERE token=?", (charge.token,))
+            policy, max_papers = self._limits(db, session_id)
+            _, used, live, read = self._budget(db, session_id, charge.pmcid, now)
+            db.execute("DELETE FROM pending WHERE session_id=? AND (token=? OR expires_at<=?)",
+                       (session_id, charge.token, now))
+            spend = False
             if answered:
-                spend = commit_decision(meta["budget_policy"], meta["max_papers"], used, pending,
-                                        self._papers_read(db, session_id), charge.token, charge.pmcid,
-                                        charge.continuation, time.time())
-                if db.execute("UPDATE reads SET n=n+1 WHERE session_id=? AND pmcid=?",
-                              (session_id, charge.pmcid)).rowcount == 0:
-                    db.execute("INSERT INTO reads VALUES (?, ?, 1, ?, (SELECT COUNT(*) FROM reads WHERE session_id=?))",
-                               (session_id, charge.pmcid, time.time(), session_id))
-                if spend:
-                    db.execute("UPDATE sessions SET budget_used=budget_used+1 WHERE id=?", (session_id,))
-            return self._append(db, session_id, event) if event is not None else None
+                spend = commit_decision(policy, max_papers, used, live, read, charge.token, charge.pmcid,
+                                        charge.continuation, now)
+                db.execute("INSERT INTO reads VALUES (?1, ?2, 1, ?3, (SELECT COUNT(*) FROM reads WHERE session_id=?1)) "
+                           "ON CONFLICT (session_id, pmcid) DO UPDATE SET n=n+1", (session_id, charge.pmcid, now))
+            if event is not None:
+                return self._append(db, session_id, event, int(spend))
+            if spend:
+                db.execute("UPDATE sessions SET budget_used=budget_used+1 WHERE id=?", (session_id,))
+            return None
 
     def register_names(self, session_id: str, names: list[str]) -> list[str]:
         with self._tx() as db:
@@ -318,16 +349,18 @@ class SqliteStore:
 
     def append_trace(self, session_id: str, event: TraceEvent) -> int:
         with self._tx() as db:
-            self._row(db, session_id)
             return self._append(db, session_id, event)
 
     @staticmethod
-    def _append(db: sqlite3.Connection, session_id: str, event: TraceEvent) -> int:
-        seq = db.execute("UPDATE sessions SET trace_seq=trace_seq+1 WHERE id=? RETURNING trace_seq",
-                         (session_id,)).fetchone()[0]
+    def _append(db: sqlite3.Connection, session_id: str, event: TraceEvent, spend: int = 0) -> int:
+        """Number and store ``event``, spending ``spend`` units, in one update of the session's row."""
+        row = db.execute("UPDATE sessions SET trace_seq=trace_seq+1, budget_used=budget_used+? WHERE id=? "
+                         "RETURNING trace_seq", (spend, session_id)).fetchone()
+        if row is None:
+            raise session_not_found(session_id)
         db.execute("INSERT INTO trace VALUES (?, ?, ?)",
-                   (session_id, seq, event.model_copy(update={"seq": seq}).model_dump_json()))
-        return seq
+                   (session_id, row[0], event.model_copy(update={"seq": row[0]}).model_dump_json()))
+        return row[0]
 
     def trace(self, session_id: str, after: int = 0, limit: int = 1000) -> list[TraceEvent]:
         rows = self._conn().execute("SELECT event FROM trace WHERE session_id=? AND seq>? ORDER BY seq LIMIT ?",

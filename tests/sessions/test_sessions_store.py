@@ -123,6 +123,44 @@ class TestSqliteStore(StoreContract):
     def store(self, tmp_path):
         return SqliteStore(tmp_path / "sessions.sqlite")
 
+    def test_a_read_that_cannot_cost_holds_and_writes_nothing(self, store):
+        """A re-read under ``distinct`` and a continuation page of a read paper under ``flyaoc`` reserve nothing:
+        no reservation row, no change to the file; recording them spends nothing and traces the call."""
+        db = store._conn()
+        for sid, policy, continuation in (("x", "distinct", False), ("y", "flyaoc", True)):
+            store.create_session(_session(sid, max_papers=1, policy=policy))
+            store.charge_read(sid, "P1")
+            changes = db.total_changes
+            again = store.reserve_read(sid, "P1", continuation)
+            assert db.total_changes == changes and again.token is None and not again.charged and again.used == 1
+            ev = TraceEvent(time=time.time(), tool="get_paper", latency_ms=1.0, status=200, returned_ids=["P1"])
+            assert store.commit_read(sid, again, ev) == 1
+            s = store.get_session(sid)
+            assert s.budget_used == 1 and s.papers_read == ["P1"] and [e.seq for e in store.trace(sid)] == [1]
+        assert db.execute("SELECT COUNT(*) FROM pending").fetchone()[0] == 0
+        with pytest.raises(BudgetExhausted):   # a new paper still needs a unit
+            store.reserve_read("x", "P2")
+
+    def test_a_pending_first_read_is_still_shared_and_lapsed_reservations_are_dropped(self, store):
+        store.create_session(_session("z", max_papers=1))
+        first = store.reserve_read("z", "P1")
+        second = store.reserve_read("z", "P1")   # shares the pending unit: it must hold a reservation of its own
+        assert second.token is not None and not second.charged
+        store.commit_read("z", first, answered=False)   # the first call failed; the second's answer spends the unit
+        store.commit_read("z", second)
+        assert store.get_session("z").budget_used == 1
+        store.reservation_ttl_s = 0.0
+        store.create_session(_session("w", max_papers=3))
+        lapsed = [store.reserve_read("w", f"P{i}") for i in range(2)]
+        store.commit_read("w", store.reserve_read("w", "P9"))
+        assert store._conn().execute("SELECT COUNT(*) FROM pending WHERE session_id='w'").fetchone()[0] == 0
+        assert all(c.token for c in lapsed)
+
+    def test_tracing_into_a_missing_session_is_not_found(self, store):
+        ev = TraceEvent(time=time.time(), tool="t", latency_ms=1.0, status=200)
+        with pytest.raises(NotFound):
+            store.append_trace("nope", ev)
+
 
 @pytest.mark.cluster
 class TestClusterStore(StoreContract):
