@@ -115,10 +115,26 @@ def in_process(data: Path, qs: list[str], sid: str, repeat: int) -> dict[str, fl
 
 # ---- the ASGI app alone -------------------------------------------------------------------------------------------
 
-def asgi_cost(data: Path, reqs_by_endpoint: dict[str, list[dict[str, Any]]], repeat: int) -> dict[str, float]:
-    """Milliseconds of CPU per request of the API's ASGI app in this process, without sockets or uvicorn: what the
-    framework and the route add to the in-process call, by endpoint."""
+def _stored(fn):
+    """``fn`` answering each distinct call from the first answer (so that what is measured around it is the rest)."""
+    answers: dict[str, Any] = {}
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        key = repr((args, sorted(kwargs.items())))
+        if key not in answers:
+            answers[key] = fn(*args, **kwargs)
+        return answers[key]
+
+    return call
+
+
+def asgi_cost(data: Path, reqs_by_endpoint: dict[str, list[dict[str, Any]]], repeat: int
+              ) -> dict[str, dict[str, float]]:
+    """Milliseconds of CPU per request of the API's ASGI app in this process, without sockets or uvicorn, by endpoint:
+    ``app`` (the whole request), then the framework alone, with the searches answered from stored results, on the lean
+    path (``search.api.fast``) and on FastAPI's own (the lean routes switched off)."""
     from search.api.app import create_app
+    from search.api.fast import FastPath
     from search.core.config import Settings
 
     app = create_app(Settings(data_dir=data))
@@ -147,15 +163,30 @@ def asgi_cost(data: Path, reqs_by_endpoint: dict[str, list[dict[str, Any]]], rep
         if status != [200]:
             raise RuntimeError(f"{r['method']} {r['path']} answered {status}")
 
-    async def run() -> dict[str, float]:
-        out = {}
+    async def measure(reqs: list[dict[str, Any]]) -> float:
+        for r in reqs:  # warm-up
+            await one(r)
+        c0 = time.process_time()
+        for i in range(repeat):
+            await one(reqs[i % len(reqs)])
+        return round((time.process_time() - c0) / repeat * 1000, 4)
+
+    async def run() -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {name: {} for name in reqs_by_endpoint}
         for name, reqs in reqs_by_endpoint.items():
-            for r in reqs:  # warm-up
-                await one(r)
-            c0 = time.process_time()
-            for i in range(repeat):
-                await one(reqs[i % len(reqs)])
-            out[name] = round((time.process_time() - c0) / repeat * 1000, 4)
+            out[name]["app"] = await measure(reqs)
+        search, terms = app.state.search, app.state.terms
+        search.search_papers = _stored(search.search_papers)
+        search.search_passages = _stored(search.search_passages)
+        terms.search = _stored(terms.search)
+        layer: Any = app.middleware_stack
+        while not isinstance(layer, FastPath):
+            layer = layer.app
+        for path, plans in (("framework, lean path", None), ("framework, FastAPI's path", {})):
+            layer.plans = plans
+            for name, reqs in reqs_by_endpoint.items():
+                out[name][path] = await measure(reqs)
+        layer.plans = None
         return out
 
     return asyncio.run(run())
@@ -286,8 +317,10 @@ def report(res: dict[str, Any]) -> str:
            f"after; terms: {Path(res['ontology']).name}; client: {res['http'][0]['client'] if res['http'] else '-'}.",
            "", "In-process CPU per call (ms):", "",
            markdown_table(["call", "CPU ms"], list(res["in_process"].items())), "",
-           "The API's ASGI app alone (no sockets, no uvicorn), CPU per request (ms):", "",
-           markdown_table(["endpoint", "CPU ms"], list(res.get("asgi", {}).items())), "", "HTTP:", "",
+           "The API's ASGI app alone (no sockets, no uvicorn), CPU per request (ms); the framework alone answers the "
+           "searches from stored results:", "",
+           markdown_table(["endpoint", "app", "framework, lean path", "framework, FastAPI's path"],
+                          [[k, *v.values()] for k, v in res.get("asgi", {}).items()]), "", "HTTP:", "",
            markdown_table(["endpoint", "connections", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req"],
                           [[r["endpoint"], r["connections"], round(r["rps"]), r["p50_ms"], r["p99_ms"], r["errors"],
                             r["server_cpu_ms_per_request"]] for r in res["http"]]),
@@ -347,7 +380,7 @@ def main() -> None:
         print("ASGI app alone, CPU per request:", flush=True)
         res["asgi"] = asgi_cost(data, endpoints(qs, sid), args.repeat)
         for k, v in res["asgi"].items():
-            print(f"  {k}: {v} ms", flush=True)
+            print(f"  {k}: " + ", ".join(f"{what} {ms} ms" for what, ms in v.items()), flush=True)
         print("HTTP:", flush=True)
         res["http"] = http_matrix(base, server, endpoints(qs, sid), [int(c) for c in args.connections.split(",")],
                                   args.seconds, args.work)
