@@ -356,15 +356,19 @@ def flysift_build(corpus: Path, data_dir: Path, workers: int | None,
             "index_bytes": dir_bytes(data_dir), "workers": workers, "summary": summary}, None
 
 
-def flysift_queries(data_dir: Path, queries: list[dict]) -> tuple[dict, list[list[str]]]:
-    """Planner + engine in this process, as the service calls them, after one warm-up pass."""
+def flysift_queries(data_dir: Path, queries: list[dict], genes_tsv: Path | None = None) -> tuple[dict, list[list[str]]]:
+    """Planner + engine in this process, as the service calls them, after one warm-up pass; with the corpus's gene
+    list as the lexicon (``genes_tsv``), the planner gets its fold set (older names in another case, ``Hh`` → hh)."""
+    from indexer.synthetic import read_genes_tsv
     from search.engines import open_local
     from search.retrieval.planner import plan
+    from search.text.lexicon import Lexicon
 
+    foldable = Lexicon(read_genes_tsv(genes_tsv)).foldable() if genes_tsv and genes_tsv.exists() else frozenset()
     engine = open_local(data_dir)
     try:
         def one(text: str) -> list[str]:
-            return [h.pmcid for h in engine.search_papers(plan(text), limit=K, snippets=False).hits]
+            return [h.pmcid for h in engine.search_papers(plan(text, foldable=foldable), limit=K, snippets=False).hits]
 
         hits = [one(q["query"]) for q in queries]
         wall, cpu = timed(one, queries)
@@ -380,7 +384,7 @@ def flysift_side(corpus: Path, queries: list[dict] | None, run_dir: Path, worker
         return {"status": "failed", "error": err}
     out: dict[str, Any] = {"status": "ok", "build": build}
     if queries is not None:
-        out["query"], out["hits"] = flysift_queries(run_dir / "data", queries)
+        out["query"], out["hits"] = flysift_queries(run_dir / "data", queries, corpus.parent / "genes.tsv")
     return out
 
 
