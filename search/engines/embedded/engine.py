@@ -490,13 +490,24 @@ class _Reader:
     def paper(self, pmcid: str) -> Paper | None:
         return self.store.paper(pmcid)
 
-    def passage(self, stored: bytes) -> Passage:
-        """A passage from its stored doc: layout 2+ keeps its place only, and the text is its paragraph's slice."""
-        data = json.loads(stored)
+    def passage_data(self, stored: bytes) -> dict[str, Any]:
+        """A passage's fields from its stored doc: layout 2+ keeps its place only, and the text is its paragraph's
+        slice. Unvalidated: whoever builds a model from it validates."""
+        data = json.loads(stored.decode())
+        if not isinstance(data, dict):
+            raise FlysiftError(f"Build {self.build}: a stored passage is not an object; rebuild the index.",
+                               code="index_corrupt", status=500)
         if "text" not in data:
-            paragraph = self.store.paragraph(data["pmcid"], data["section_index"], data["paragraph_index"])
-            data["text"] = paragraph[data["start"]:data["end"]]
-        return Passage.model_validate(data)
+            try:
+                paragraph = self.store.paragraph(data["pmcid"], data["section_index"], data["paragraph_index"])
+                data["text"] = paragraph[data["start"]:data["end"]]
+            except (KeyError, TypeError):
+                raise FlysiftError(f"Build {self.build}: stored passage {str(data.get('id'))[:200]!r} has no place; "
+                                   "rebuild the index.", code="index_corrupt", status=500) from None
+        return data
+
+    def passage(self, stored: bytes) -> Passage:
+        return Passage.model_validate(self.passage_data(stored))
 
 
 class EmbeddedEngine:
@@ -664,13 +675,16 @@ class EmbeddedEngine:
         fields = PASSAGE_WEIGHTS
         q = self._compile(query, r.passage_schema, fields, "section_type")
         res = r.passage_searcher.search(q, limit, count=True, offset=offset)
-        passages = [(score, r.passage(r.passage_searcher.doc(addr)["doc"][0])) for score, addr in res.hits]
-        matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id", [p.id for _, p in passages])
+        # each stored passage validated once, as a hit (a Passage first would validate the same fields twice)
+        hits = [PassageHit.model_validate({**p, "passage_id": p.get("id"), "score": score})
+                for score, p in ((score, r.passage_data(r.passage_searcher.doc(addr)["doc"][0]))
+                                 for score, addr in res.hits)]
+        matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id",
+                                [h.passage_id for h in hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
-        hits = [PassageHit(passage_id=p.id, pmcid=p.pmcid, section_type=p.section_type, section_index=p.section_index,
-                           paragraph_index=p.paragraph_index, start=p.start, end=p.end, text=p.text, score=score,
-                           year=p.year, snippet=hl.snippet("text", p.text) if hl else None, matched=matched[p.id])
-                for score, p in passages]
+        for h in hits:
+            h.matched = matched[h.passage_id]
+            h.snippet = hl.snippet("text", h.text) if hl else None
         return PassageSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
