@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl
 
 import anyio
 
+from search.api.guard import PARSED_BODY
 from search.core.inputs import bounded
 from search.sessions.models import TraceEvent
 from search.sessions.service import SessionService
@@ -97,7 +98,8 @@ class TraceMiddleware:
             for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
                 query.setdefault(k, []).append(v)
             args.update({k: v[0] if len(v) == 1 else v for k, v in query.items()})
-            body = _json(b"".join(body_in))
+            raw = b"".join(body_in)  # what the route read; the guard's parse of those bytes when it made one
+            body = scope[PARSED_BODY] if raw and PARSED_BODY in scope else _json(raw)
             if body is not None:
                 args["body"] = body
             out = _json(b"".join(body_out))
