@@ -101,15 +101,20 @@ class _Plan:
         self.dependant: Dependant = route.dependant
         self.body_fields = self.dependant.body_params
         self.embed_body = bool(route._embed_body_fields)
-        self.order = _post_order(self.dependant)
-        self.params: dict[int, list[_Param]] = {}
-        for dep in self.order:
+        order = _post_order(self.dependant)
+        index = {id(dep.call): i for i, dep in enumerate(order)}
+        #: per dependant, sub-dependencies first: (call, its parameters, whether it takes the body, the name it takes
+        #: the request by, the names it takes sub-dependencies' values by with their place in this list)
+        self.steps: list[tuple[Any, list[_Param], bool, str | None, list[tuple[str, int]]]] = []
+        for dep in order:
             _check(dep, route.path, top=dep is self.dependant)
             fields = [(f, "path") for f in dep.path_params] + [(f, "query") for f in dep.query_params] + \
                      [(f, "header") for f in dep.header_params]
             if not all(_Param.plain(f) for f, _ in fields):
                 raise RuntimeError(f"lean route {route.path}: {dep.call} takes a parameter model or alias choices")
-            self.params[id(dep.call)] = [_Param(f, where) for f, where in fields]
+            subs = [(sub.name, index[id(sub.call)]) for sub in dep.dependencies if sub.name is not None]
+            self.steps.append((dep.call, [_Param(f, where) for f, where in fields], bool(dep.body_params),
+                               dep.request_param_name, subs))
         if inspect.signature(route.endpoint).return_annotation not in (Response, "Response"):
             raise RuntimeError(f"lean route {route.path}: must return a Response")
 
@@ -200,31 +205,30 @@ class FastPath:
     async def _answer(self, plan: _Plan, child: dict, scope, receive, send) -> None:
         scope.update(child)  # what the router would set: endpoint and path parameters (the trace reads both)
         request = Request(scope, receive, send)
-        args: dict[int, dict[str, Any]] = {}
-        for dep in plan.order:  # every parameter first: a request that fails validation has run no dependency
+        args: list[dict[str, Any]] = []
+        # every parameter first: a request that fails validation has run no dependency
+        for _, params, takes_body, request_name, _ in plan.steps:
             values: dict[str, Any] = {}
-            for p in plan.params[id(dep.call)]:
+            for p in params:
                 source = (child["path_params"] if p.where == "path" else
                           request.query_params if p.where == "query" else request.headers)
                 values[p.name] = p.value(source)
-            if dep.body_params:
+            if takes_body:
                 values.update(await self._body(plan, scope))
-            if dep.request_param_name:
-                values[dep.request_param_name] = request
-            args[id(dep.call)] = values
+            if request_name:
+                values[request_name] = request
+            args.append(values)
         if plan.body_fields:
             await receive()  # the guard's replay of the body: the trace records it as FastAPI's read would
         scope["route"] = plan.original
         app: FastAPI = scope["app"]
         try:
-            done: dict[int, Any] = {}
-            for dep in plan.order:
-                kwargs = args[id(dep.call)]
-                for sub in dep.dependencies:
-                    if sub.name is not None:
-                        kwargs[sub.name] = done[id(sub.call)]
-                done[id(dep.call)] = await dep.call(**kwargs)  # type: ignore[misc]
-            response = done[id(plan.dependant.call)]
+            done: list[Any] = []
+            for (call, _, _, _, subs), kwargs in zip(plan.steps, args, strict=True):
+                for name, i in subs:
+                    kwargs[name] = done[i]
+                done.append(await call(**kwargs))
+            response = done[-1]
         except Exception as exc:
             handler = _handler(app, exc)
             if handler is None:
