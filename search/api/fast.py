@@ -6,15 +6,18 @@ cache-keyed solver and wraps the call in two more middleware layers. ``FastPath`
 ``@lean`` itself, with FastAPI's own parts where they decide something:
 
 - the route is the one FastAPI's router would pick (the first route in order that matches path and method);
-- parameters are read and validated by FastAPI's own ``request_params_to_args`` / ``request_body_to_args`` on the
-  route's own ``Dependant`` (the body from the guard's parse, not parsed again), all before any dependency runs;
+- parameters are read as FastAPI's ``request_params_to_args`` reads them (each one's name, shape and default worked
+  out once per route, with FastAPI's own helpers) and validated by the route's own fields; the body is the guard's
+  parse, validated by ``request_body_to_args``; all before any dependency runs;
 - the dependencies (``search.api.deps``: caller, session, hidden terms) and the route are the same functions, called
   in FastAPI's order, each once per request;
 - errors they raise are answered by the app's own exception handlers (one error shape).
 
 Anything else goes down FastAPI's path untouched: a parameter or body that does not validate (so the 422 is
 FastAPI's, word for word), a body that is not plain ``application/json``, another method (HEAD) or route. A route
-stays declared as usual, so ``/openapi.json`` is FastAPI's document, unchanged.
+stays declared as usual, so ``/openapi.json`` is FastAPI's document, unchanged. The parts used are FastAPI
+internals of the version pinned in ``pyproject.toml``; ``tests/api/test_fast_path.py`` compares both paths, so an
+upgrade that changes them fails there.
 """
 
 from __future__ import annotations
