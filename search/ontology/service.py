@@ -376,8 +376,9 @@ class TermService:
         rewrites = list(dict.fromkeys(rewrites))
         first: dict[str, float] = {}   # candidate → its engine score where first found
         scores: dict[str, float] = {}
-        searches = [(q, max(limit, RERANK_POOL if k == 0 else REWRITE_POOL))
-                    for k, q in enumerate([query, *rewrites[:ENGINE_REWRITES]])]
+        searches = [(query, max(limit, RERANK_POOL))]
+        if searched := rewrites[:ENGINE_REWRITES]:   # the best rewrites' words together: one engine pass, not one each
+            searches.append((" ".join(searched), max(limit, REWRITE_POOL * len(searched))))
         for found in self.engine.term_candidates(ontology, searches, **filters):
             top = found[0][1] if found and found[0][1] > 0 else 1.0
             for cid, score in found:
@@ -551,10 +552,12 @@ class TermService:
 #   Dice over stems, with a penalty when the regulation frame differs, plus how much of the query its definition
 #   covers and the engine's own (normalised) score.
 
-#: engine candidates for the query as given, and for each rewrite of it
+#: engine candidates for the query as given, and for each rewrite searched
 RERANK_POOL = 60
 REWRITE_POOL = 20
-#: engine searches for rewrites (the best rewrites; the re-ranker compares against more of them)
+#: the best rewrites, searched together in one engine search (their words in one query: on the dev sample this kept
+#: top-1/top-5 within 0.001 of a search per rewrite, for a quarter less engine time); the re-ranker compares
+#: candidates against more of them
 ENGINE_REWRITES = 2
 #: rewrites the re-ranker compares candidates' labels against
 MAX_REWRITES = 6

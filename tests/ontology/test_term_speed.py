@@ -197,3 +197,23 @@ def test_a_settled_listing_is_reused_until_an_ontology_is_added(data_dir, tmp_pa
     assert index.names() == ["extra", "fbbt", "go", "mentions"]
     assert "extra" in svc.names()
     assert svc.search("extra", "cell nucleus").hits[0].id == "GO:0005634"
+
+
+def test_the_best_rewrites_are_one_engine_search(data_dir, monkeypatch):
+    """A query with several mention forms costs two engine searches, the query and its best rewrites' words
+    together (with room for each rewrite's candidates), in one engine call."""
+    svc = TermService(data_dir)
+    calls: list[list[tuple[str, int]]] = []
+    real = svc.engine.term_candidates
+
+    def spy(ontology, searches, **kw):
+        calls.append(list(searches))
+        return real(ontology, searches, **kw)
+
+    monkeypatch.setattr(svc.engine, "term_candidates", spy)
+    hits = svc.search("mentions", "hematopoietic nuclei", limit=5).hits
+    assert len(calls) == 1 and len(calls[0]) == 2
+    (query, pool), (rewrites, rewrite_pool) = calls[0]
+    assert (query, pool) == ("hematopoietic nuclei", svc_mod.RERANK_POOL)
+    assert {"hematopoiesis", "nucleus"} <= set(rewrites.split()) and rewrite_pool == 2 * svc_mod.REWRITE_POOL
+    assert hits
