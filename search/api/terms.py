@@ -87,6 +87,7 @@ async def search_terms(request: Request,
 
 
 @router.get("/terms/resolve", response_model=TermResolveResponse)
+@lean
 async def resolve_terms(request: Request,
                         text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
                         ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1, le=100),
@@ -98,6 +99,7 @@ async def resolve_terms(request: Request,
 
 
 @router.get("/terms/{term_id}", response_model=TermLookup)
+@lean
 async def get_term(request: Request, term_id: str, h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """A term by id. Alt ids resolve to the primary (with a note); obsolete terms list their replacements;
     hidden terms answer 404 ``term_hidden``."""
@@ -113,7 +115,7 @@ def _related(direction: Literal["ancestors", "descendants", "children", "parents
                                                           hidden=h.hidden, hidden_descendants=h.descendants))
 
     endpoint.__doc__ = f"The term's {direction} over the given relations (hidden terms left out)."
-    return endpoint
+    return lean(endpoint)
 
 
 for _direction, _default in (("ancestors", "hierarchy"), ("descendants", "hierarchy"), ("parents", "is_a"),
@@ -128,6 +130,7 @@ FlyaocTerms = list[dict[str, Any]]
 
 
 @router.get("/flyaoc/search_go_terms", tags=["flyaoc"], response_model=FlyaocTerms)
+@lean
 async def search_go_terms(request: Request, query: str, aspect: str | None = None,
                           limit: int = Query(10, ge=1, le=100), h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """``search_go_terms``: ``{go_id, name, namespace, definition, synonyms?, parents?, children_count?}``."""
@@ -136,18 +139,21 @@ async def search_go_terms(request: Request, query: str, aspect: str | None = Non
 
 
 @router.get("/flyaoc/search_anatomy_terms", tags=["flyaoc"], response_model=FlyaocTerms)
+@lean
 async def search_anatomy_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> Response:
     """``search_anatomy_terms``: ``{fbbt_id, name, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("fbbt", query, limit=limit))
 
 
 @router.get("/flyaoc/search_stage_terms", tags=["flyaoc"], response_model=FlyaocTerms)
+@lean
 async def search_stage_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> Response:
     """``search_stage_terms``: ``{fbdv_id, name, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("fbdv", query, limit=limit))
 
 
 @router.get("/flyaoc/get_term_children", tags=["flyaoc"], response_model=dict[str, Any])
+@lean
 async def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1, le=100),
                             relations: str = Query("is_a", description=Relations.description),
                             h: HiddenQuery = Depends(hidden_spec)) -> Response:

@@ -132,7 +132,16 @@ READS = [("/v1/papers/PMC100001", {}), ("/v1/papers/PMC100001", {"max_chars": 12
          ("/v1/terms/search", {"query": "wing", "include_obsolete": "maybe"}),
          ("/v1/terms/search", {"query": "wing", "ontology": "nope"}),
          ("/v1/terms/search", {"query": "wing", "hidden": "flyaoc", "hidden_descendants": "true"}),
-         ("/v1/sessions/nosuchsession", {})]
+         ("/v1/sessions/nosuchsession", {}),
+         ("/v1/terms/resolve", {"text": "transcription factor activity"}), ("/v1/terms/resolve", {"limit": 3}),
+         ("/v1/terms/GO:0003700", {}), ("/v1/terms/GO:0003700", {"hidden": "GO:0003700"}), ("/v1/terms/nope", {}),
+         ("/v1/terms/GO:0003674/descendants", {"limit": 2}), ("/v1/terms/GO:0003700/ancestors", {"relations": "is_a"}),
+         ("/v1/terms/GO:0003700/parents", {"limit": 0}), ("/v1/terms/GO:0003674/children", {"relations": "bogus"}),
+         ("/v1/terms/go/labels", {"limit": 2}),
+         ("/v1/flyaoc/search_go_terms", {"query": "binding", "aspect": "F"}), ("/v1/flyaoc/search_go_terms", {}),
+         ("/v1/flyaoc/search_anatomy_terms", {"query": "wing"}), ("/v1/flyaoc/search_stage_terms", {"query": "x"}),
+         ("/v1/flyaoc/get_term_children", {"term_id": "GO:0003674", "limit": 5}),
+         ("/v1/flyaoc/get_term_children", {"term_id": "GO:9999999"})]
 
 
 def test_reads_and_term_search_answer_alike(client, app):
@@ -149,6 +158,9 @@ def test_the_hot_routes_skip_the_solver_and_invalid_requests_take_fastapis_path(
     assert client.get("/v1/papers/PMC100001", headers={"X-Session-Id": sid}).status_code == 200
     assert client.get("/v1/terms/search", params={"query": "wing"}).status_code == 200
     assert client.get(f"/v1/sessions/{sid}").status_code == 200
+    assert client.get("/v1/terms/GO:0003700").status_code == 200
+    assert client.get("/v1/terms/GO:0003674/children").status_code == 200
+    assert client.get("/v1/flyaoc/search_go_terms", params={"query": "binding"}).status_code == 200
     assert solver_calls == []
     assert client.post("/v1/papers/search", json={"query": "Dl", "limit": "x"}).status_code == 422
     assert client.get(f"/v1/sessions/{sid}/trace").status_code == 200  # not a lean route
