@@ -1,4 +1,4 @@
-"""The lean path of the hot read routes (paper and passage search, paper text, term search, a session read).
+"""The lean path of the hot read routes (paper and passage search, paper text, a session read, the term routes).
 
 FastAPI spends more CPU on such a request than the search itself: its router walks every route, its request handler
 reads and parses the body again (``search.api.guard`` already did), solves the dependency tree through a generic,
