@@ -1084,7 +1084,7 @@ def _label_scores(lex: RerankModel, forms: list[tuple[frozenset[str], dict[str, 
             if c is not None:
                 at.setdefault(c, len(at))
     ucodes = np.fromiter(at, np.int64, len(at))
-    weight_in = np.zeros((len(at) + 1, n_forms))   # the last row: a stem in no form
+    weight_in = np.zeros((len(at), n_forms))
     for f, (toks, idf, *_) in enumerate(forms):
         for t in toks:
             if (c := cols.code.get(t)) is not None:
@@ -1092,12 +1092,14 @@ def _label_scores(lex: RerankModel, forms: list[tuple[frozenset[str], dict[str, 
     sort = np.argsort(ucodes)
     ucodes = ucodes[sort]
 
-    def matched(codes: np.ndarray) -> np.ndarray:
-        """Each stem's IDF in each form (rows of ``weight_in``)."""
-        if not len(ucodes):
-            return np.zeros((len(codes), n_forms))
+    def matched(codes: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The stems among ``codes`` that some form has: their IDF in each form (rows of ``weight_in``) and their
+        owners (most stems are in no form, and are left out before any per-form work)."""
+        if not len(ucodes) or not len(codes):
+            return np.zeros((0, n_forms)), owner[:0]
         j = np.minimum(np.searchsorted(ucodes, codes), len(ucodes) - 1)
-        return weight_in[np.where(ucodes[j] == codes, sort[j], len(ucodes))]
+        hit = ucodes[j] == codes
+        return weight_in[sort[j[hit]]], owner[hit]
 
     def per_owner(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
         """Row sums of ``values`` (stems × forms) by owner (label or term): n × forms."""
@@ -1107,9 +1109,9 @@ def _label_scores(lex: RerankModel, forms: list[tuple[frozenset[str], dict[str, 
     labels, first_label = _spans(cols.label_at, rows)          # every candidate's labels, and where each starts
     stem_pos, stem_label = _spans(cols.stem_at, labels, owners=True)
     codes = cols.stems[stem_pos]
-    found = matched(codes)
-    inter = per_owner(found, stem_label, len(labels))                     # IDF of the shared stems
-    shared = per_owner((found > 0).astype(np.float64), stem_label, len(labels))
+    found, found_label = matched(codes, stem_label)
+    inter = per_owner(found, found_label, len(labels))                     # IDF of the shared stems
+    shared = per_owner((found > 0).astype(np.float64), found_label, len(labels))
     size = (cols.stem_at[labels + 1] - cols.stem_at[labels]).astype(np.float64)
     frame = np.bincount(stem_label, weights=cols.frame_bits[codes], minlength=len(labels))
     w = np.array([f[2] for f in forms])
@@ -1130,7 +1132,7 @@ def _label_scores(lex: RerankModel, forms: list[tuple[frozenset[str], dict[str, 
     exact = np.maximum.reduceat(np.where(is_exact, discount[None, :] * bonus[:, None], 0.0).max(axis=1),
                                 first_label)
     def_pos, def_term = _spans(cols.def_at, rows, owners=True)
-    cover = (per_owner(matched(cols.def_stems[def_pos]), def_term, len(rows))
+    cover = (per_owner(*matched(cols.def_stems[def_pos], def_term), len(rows))
              / np.where(w > 0, w, 1.0)[None, :]).max(axis=1)
     score = best + exact + W_DEF * cover + engine
     if len(forms[0][0]) == 1:   # a one-word query: the most general of the terms whose label holds it
