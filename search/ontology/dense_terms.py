@@ -57,6 +57,8 @@ MODES = ("bm25", "dense", "hybrid")
 #: terms the dense side contributes to a fusion, and how deep the lexical list goes into it
 DENSE_POOL = 50
 LEXICAL_DEPTH = 20
+#: the dense list's weight in the fusion (1: plain RRF)
+DENSE_WEIGHT = 1.0
 BATCH = 64
 MAX_MANIFEST_BYTES = 64 << 20   # GO's ids and aspects take ~1 MB
 
@@ -410,7 +412,15 @@ class DenseTermIndexes:
         return [known[tid].model_copy(update={"score": round(score, 4)}) for tid, score in ranked if tid in known]
 
 
-def fuse(lexical: list[TermHit], dense: list[Nearest], limit: int, k: int = RRF_K) -> list[tuple[str, float]]:
-    """The best ``limit`` of the RRF of the lexical hits and the dense terms: ``(id, Σ 1/(k + rank))``; ties keep
-    the lexical order first."""
-    return rrf([[h.id for h in lexical], [d.id for d in dense]], k)[:limit]
+def fuse(lexical: list[TermHit], dense: list[Nearest], limit: int, k: int = RRF_K,
+         dense_weight: float = DENSE_WEIGHT) -> list[tuple[str, float]]:
+    """The best ``limit`` of the RRF of the lexical hits and the dense terms: ``(id, 1/(k + lexical rank) +
+    dense_weight/(k + dense rank))``; ties keep the lexical order first. A weight of 1 is plain RRF."""
+    if dense_weight == 1.0:
+        return rrf([[h.id for h in lexical], [d.id for d in dense]], k)[:limit]
+    scores: dict[str, float] = {}
+    for weight, ranking in ((1.0, [h.id for h in lexical]), (dense_weight, [d.id for d in dense])):
+        for rank, key in enumerate(dict.fromkeys(ranking), start=1):
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
+    order = {key: i for i, key in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))[:limit]
