@@ -4,8 +4,8 @@ the lexical index *and* in the dense index, which is built from the same cut ont
 FBbt 2025 labels, and term search latency on full GO with each mode.
 
     .venv/bin/python bench/bench_dense_terms.py [--data ../shared/data] [--ontologies go,fbbt] [--go-sample 2000]
-        [--seed 13 | --dev-seed 7] [--rrf-k 60] [--parts name,synonyms,definition] [--cache /tmp/h6-dt]
-        [--skip-sets] [--json out.json]
+        [--seed 13 | --dev-seed 7] [--rrf-k 5] [--dense-weight 0.1] [--parts name,synonyms,definition]
+        [--cache /tmp/h6-dt] [--skip-sets] [--json out.json]
 
 Embeddings are cached by text in ``--cache`` (``<ontology>-vectors.npy`` + ``<ontology>-texts.json``, written on the
 first run): every hold-out index is built from the cache, so GO is embedded once. Tune (RRF k, parts) only with
@@ -145,7 +145,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=13, help="The fixed test sample of GO synonyms")
     ap.add_argument("--dev-seed", type=int, help="Score a dev sample instead (tuning: terms disjoint from the test "
                                                   "sample's; FBbt: a seeded half of its synonyms)")
-    ap.add_argument("--rrf-k", type=int, default=dense_terms.RRF_K)
+    ap.add_argument("--rrf-k", type=int, default=dense_terms.TERM_RRF_K)
     ap.add_argument("--parts", type=lambda s: tuple(s.split(",")), default=dense_terms.PARTS,
                     help="What is embedded per term: name, synonyms, definition")
     ap.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
