@@ -57,16 +57,16 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option("--no-cache", is_flag=True, help="Parse the OBO file even if the ontology cache has it")
 @click.option("--allow-name-mismatch", is_flag=True,
               help="Index under --name even when the file's ids belong to another known ontology")
-@click.option("--dense/--no-dense", default=None,
-              help="Also embed every live term's labels and definition for mode dense/hybrid term search [default: "
-                   "when the dense extra is installed]")
+@click.option("--dense/--no-dense", default=False,
+              help="Also embed every live term's labels and definition for mode dense/hybrid term search (needs "
+                   "the dense extra; GO takes ~20 min of CPU, seconds on a GPU) [default: no]")
 @click.option("--json", "as_json", is_flag=True,
               help="Stages as JSON lines on stderr; end with a one-line JSON summary on stdout")
 def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow_name_mismatch: bool,
-             dense: bool | None, as_json: bool) -> None:
-    """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy, and its dense term index
-    when the dense extra is installed. On a terminal each stage prints a line as it starts (GO takes about a minute,
-    its dense term index a few more on a CPU)."""
+             dense: bool, as_json: bool) -> None:
+    """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy, and, with ``--dense``, its
+    dense term index. On a terminal each stage prints a line as it starts (GO takes about a minute; its dense term
+    index ~20 minutes of CPU, so it is asked for, never a surprise of having the extra installed)."""
     from search.engines import open_engine
     from search.ontology.model import Ontology
     from search.ontology.service import TermService
@@ -85,7 +85,7 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
                    ontology=name, terms=stats["terms"])
     n = TermService(settings.data_dir, engine=open_engine(settings)).index_ontology(ont)
     indexed = time.perf_counter() - t0 - loaded
-    dense_meta = _dense_terms(settings.data_dir, ont, dense, progress) if dense is not False else None
+    dense_meta = _dense_terms(settings.data_dir, ont, progress) if dense else None
     vectors = (f"; dense term index: {dense_meta['vectors']} vectors ({dense_meta['backend']}) in "
                f"{dense_meta['seconds']:.1f} s" if dense_meta else "")
     click.echo(f"{name}: {stats['terms']} terms ({stats['obsolete']} obsolete, {stats['alt_ids']} alt ids, "
@@ -97,13 +97,11 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
                                "load_s": round(loaded, 3), "index_s": round(indexed, 3), "dense": dense_meta}))
 
 
-def _dense_terms(data_dir: Path, ont: Any, dense: bool | None, progress: Progress) -> dict[str, Any] | None:
-    """The dense term index of ``ont`` (search.ontology.dense_terms): built when asked for (``--dense``; without
-    the extra that is dense_unavailable, one line and exit status 2) or, by default, when the extra is installed."""
+def _dense_terms(data_dir: Path, ont: Any, progress: Progress) -> dict[str, Any] | None:
+    """The dense term index of ``ont`` (search.ontology.dense_terms), built when asked for with ``--dense``; without
+    the extra that is dense_unavailable, one line and exit status 2."""
     from search.ontology import dense_terms
 
-    if dense is None and not dense_terms.extra_installed():
-        return None
     progress.stage(f"{ont.name}: embedding the live terms' labels and definitions (dense term index)",
                    ontology=ont.name)
     with progress:

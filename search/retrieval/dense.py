@@ -34,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from search.core.errors import FlysiftError, IndexMissing, LimitExceeded
+from search.core.errors import FlysiftError, IndexMissing, LimitExceeded, index_missing
 from search.core.names import check_collection
 from search.core.query import Filters
 from search.engines import Engine, open_local
@@ -341,8 +341,8 @@ def published_build(data_dir: Path | str, collection: str) -> tuple[str, Path]:
     try:
         build = json.loads((cdir / "CURRENT").read_text())["build"]
     except FileNotFoundError:
-        raise IndexMissing(f"Collection {collection!r} has no index yet in {data_dir}: run `flysift index corpus …` "
-                           "first; the dense index is built from the published passages.") from None
+        raise index_missing(collection, f"Collection {collection!r} has no index yet in {data_dir}: run `flysift "
+                            "index corpus …` first; the dense index is built from the published passages.") from None
     return build, cdir / "builds" / build
 
 

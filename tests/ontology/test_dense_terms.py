@@ -191,7 +191,11 @@ def test_cli_index_ontology_dense_switch(built, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["dense"] is None and not dense_terms.paths(d, "go")[2].exists()
     r = CliRunner().invoke(main, ["index", "ontology", str(FIX / "dense_terms.obo"), "--name", "go",
-                                  "--data-dir", str(d)])   # the default: built, since the extra is installed
+                                  "--data-dir", str(d)])   # the default: not built, even with the extra installed
+    assert r.exit_code == 0, r.output
+    assert "dense term index" not in r.stderr and not dense_terms.paths(d, "go")[2].exists()
+    r = CliRunner().invoke(main, ["index", "ontology", str(FIX / "dense_terms.obo"), "--name", "go", "--dense",
+                                  "--data-dir", str(d)])
     assert r.exit_code == 0, r.output
     assert "dense term index: 23 vectors" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = CliRunner().invoke(main, ["terms", "walking", "--mode", "hybrid", "--json", "--data-dir", str(d)])
