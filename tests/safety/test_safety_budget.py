@@ -221,8 +221,10 @@ def _burst_and_kill(tmp_path: Path, policy: str, store_env: dict[str, str]) -> t
                     return
                 if r.status_code == 200 and r.json()["pmcid"] == pmcid:
                     received.append(pmcid)
-                    if len(received) >= N_BURST // 4:
+                    if len(received) >= N_BURST // 4 and not enough.is_set():
                         enough.set()
+                        proc.send_signal(signal.SIGKILL)   # from here, not the main thread: a fast server would
+                                                           # finish the burst before the main thread woke up
 
         threads = [threading.Thread(target=one, args=(p.pmcid,)) for p in papers]
         for t in threads:
