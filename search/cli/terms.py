@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -25,6 +26,9 @@ from search.cli.options import data_dir_option, echo_json, print_table, settings
 def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str | None, hidden_descendants: bool,
           mode: str, resolve: bool, as_json: bool, data_dir: Path | None) -> None:
     """Search ontology terms by name, synonym, definition or id."""
+    # one query in a short-lived process: OpenBLAS's thread pool (started when numpy is imported) costs ~60 ms of CPU
+    # and nothing here multiplies matrices large enough to use it
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from search.engines import open_engine
     from search.ontology.service import TermService
 

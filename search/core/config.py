@@ -16,6 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from search.core.base import Model
 from search.core.errors import FlysiftError
 from search.core.names import PATTERNS
 from search.core.query import BM25_B, BM25_K1, FIELD_BOOSTS, Bm25Params
@@ -87,7 +88,7 @@ def _merged(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class FieldWeights(BaseModel):
+class FieldWeights(Model):
     """A collection's paper field weights; a field left out keeps its default (``FIELD_BOOSTS``)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -97,7 +98,7 @@ class FieldWeights(BaseModel):
     body: float | None = Field(None, gt=0, allow_inf_nan=False, strict=True)
 
 
-class CollectionSettings(BaseModel):
+class CollectionSettings(Model):
     """``[collections.<name>]`` of the config file: the collection's BM25 parameters (docs/search.md, "Scoring").
     ``bm25_k1``/``bm25_b`` need the cluster engine (tantivy fixes them); field weights work in both engines."""
 
@@ -112,7 +113,7 @@ class CollectionSettings(BaseModel):
 _NESTED: dict[int, type[BaseModel]] = {3: CollectionSettings, 4: FieldWeights}
 
 
-class Settings(BaseModel):
+class Settings(Model):
     """Every setting, from arguments, then ``FLYSIFT_<NAME>`` variables, then the ``FLYSIFT_CONFIG`` file.
 
     Sources are read here rather than by pydantic-settings, whose import (asyncio, importlib.metadata, its cloud and

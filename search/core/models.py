@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from search.core.base import Model
 
 #: Section types, as in PMC's BioC output (the names FlyAOC's tools use). ``OTHER`` holds what maps to none.
 SECTION_TYPES: tuple[str, ...] = (
@@ -20,7 +22,7 @@ SECTION_TYPES: tuple[str, ...] = (
 ABSTRACT = "ABSTRACT"
 
 
-class Section(BaseModel):
+class Section(Model):
     """One section of a paper's body, in document order."""
 
     type: str = Field(description="Section type, one of SECTION_TYPES")
@@ -28,7 +30,7 @@ class Section(BaseModel):
     paragraphs: list[str] = Field(default_factory=list)
 
 
-class Paper(BaseModel):
+class Paper(Model):
     """A full-text paper. ``pmcid`` is the key: a PMCID, else ``PMID:<n>``, else ``DOI:<doi>`` when the source
     carries no PMCID (the indexer warns about each such paper)."""
 
@@ -55,7 +57,7 @@ class Paper(BaseModel):
         )
 
 
-class Passage(BaseModel):
+class Passage(Model):
     """A paragraph (or a ~300-word piece of a long one).
 
     ``id`` is ``PMCID:section_index:paragraph_index`` with ``.k`` appended for the k-th piece (k ≥ 1) of a split
@@ -74,7 +76,7 @@ class Passage(BaseModel):
     year: int | None = None
 
 
-class Snippet(BaseModel):
+class Snippet(Model):
     """A highlighted fragment: ``text`` is plain, ``highlights`` are [start, end) character ranges in it."""
 
     field: str
@@ -82,7 +84,7 @@ class Snippet(BaseModel):
     highlights: list[tuple[int, int]] = Field(default_factory=list)
 
 
-class PaperHit(BaseModel):
+class PaperHit(Model):
     pmcid: str
     title: str
     abstract: str = Field(description="First 500 characters of the abstract")
@@ -95,7 +97,7 @@ class PaperHit(BaseModel):
                                description="Names of the query clauses (e.g. gene names) this hit matched")
 
 
-class PassageHit(BaseModel):
+class PassageHit(Model):
     passage_id: str
     pmcid: str
     section_type: str
@@ -110,7 +112,7 @@ class PassageHit(BaseModel):
     matched: list[str] = Field(default_factory=list)
 
 
-class SearchResults(BaseModel):
+class SearchResults(Model):
     """A page of hits. ``total`` counts all matching documents (not just this page)."""
 
     total: int
@@ -129,7 +131,7 @@ class PassageSearchResults(SearchResults):
     hits: list[PassageHit]
 
 
-class PaperText(BaseModel):
+class PaperText(Model):
     """A paper (or one page of it) as served to readers; ``next_cursor`` is set when more text follows."""
 
     pmcid: str
@@ -144,7 +146,7 @@ class PaperText(BaseModel):
     total_chars: int = 0
 
 
-class IndexStats(BaseModel):
+class IndexStats(Model):
     engine: str
     papers: int
     passages: int
@@ -155,7 +157,7 @@ class IndexStats(BaseModel):
                                         "of the published index) and field_weights")
 
 
-class IndexSummary(BaseModel):
+class IndexSummary(Model):
     """What an indexing run did; printed by the CLI and returned by the API."""
 
     read: int = 0
@@ -169,7 +171,7 @@ class IndexSummary(BaseModel):
     resumed_from: int = 0
 
 
-class Reject(BaseModel):
+class Reject(Model):
     """One input record that was not indexed, and why (a line of the rejects report)."""
 
     source: str
@@ -182,12 +184,12 @@ class Reject(BaseModel):
 ViewName = Literal["word", "symbol"]
 
 
-class Synonym(BaseModel):
+class Synonym(Model):
     text: str
     scope: Literal["EXACT", "NARROW", "BROAD", "RELATED"] = "RELATED"
 
 
-class Term(BaseModel):
+class Term(Model):
     """An ontology term, normalised from OBO. ``parents`` maps a relation (``is_a``, ``part_of``, ``regulates``…)
     to parent ids; ``aspect`` is GO's P/F/C (None elsewhere)."""
 
@@ -206,7 +208,7 @@ class Term(BaseModel):
     depth: int = 0
 
 
-class TermHit(BaseModel):
+class TermHit(Model):
     id: str
     ontology: str
     name: str
@@ -218,7 +220,7 @@ class TermHit(BaseModel):
     obsolete: bool = False
 
 
-class Gene(BaseModel):
+class Gene(Model):
     """A gene of the lexicon: FlyBase id, current symbol and full name, and the historical names."""
 
     id: str

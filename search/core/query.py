@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
+
+from search.core.base import Model
 
 #: Default field weights for paper search (a collection may set its own: ``Settings.bm25``); query-time boosts in both
 #: engines. Passages have a single text field, weight 1.
@@ -22,7 +24,7 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 
-class Bm25Params(BaseModel):
+class Bm25Params(Model):
     """The BM25 parameters of one collection: ``k1`` and ``b`` (index-time in the cluster engine, fixed in tantivy)
     and the paper fields' query-time weights (every field of ``FIELD_BOOSTS``, in its order)."""
 
@@ -44,7 +46,7 @@ def bm25_parameters(kind: Literal["papers", "passages"] = "papers", k1: float = 
     return {"k1": k1, "b": b, "field_weights": fields}
 
 
-class Clause(BaseModel):
+class Clause(Model):
     """One query element. ``phrase`` asks for the analysed tokens in order; otherwise any token may match.
 
     ``name`` labels the clause in ``hit.matched`` (the planner names gene-name expansions this way).
@@ -64,7 +66,7 @@ MAX_FILTER_PMCIDS = 10_000
 MAX_FILTER_SECTIONS = 64
 
 
-class Filters(BaseModel):
+class Filters(Model):
     """Restrictions of a search. Unknown keys are refused (``year_form`` is a typo, not a filter that is off)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -83,7 +85,7 @@ class Filters(BaseModel):
         return self
 
 
-class EngineQuery(BaseModel):
+class EngineQuery(Model):
     """Clauses and filters (what engines compile), plus what the planner noted while reading the text: the stop
     words it ``dropped`` and the ``case`` it read the query in (engines ignore both)."""
 

@@ -12,11 +12,14 @@ reported, never read; the model's ``.npz`` is read with ``allow_pickle=False``).
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import mmap
 import operator
 import os
 import re
+import struct
 import tempfile
 import threading
 import time
@@ -25,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import regex
@@ -35,7 +38,6 @@ from search.core.errors import IndexMissing, InvalidRequest, NotFound
 from search.core.models import Synonym, Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
 from search.engines import TermEngine, open_local
-from search.ontology.dense_terms import DenseTermIndexes, check_mode
 from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
 from search.ontology.model import (
     GO_ASPECTS,
@@ -50,6 +52,9 @@ from search.text import analysis
 from search.text.analysis import CANONICAL, canonical_label, query_variants, stem  # CANONICAL: a one-pass pre-check
 from search.text.morphology import Morphology
 from search.text.term_search import id_query
+
+if TYPE_CHECKING:
+    from search.ontology.dense_terms import DenseTermIndexes
 
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
@@ -167,7 +172,14 @@ class TermService:
         self._listed: tuple[tuple[int, int], dict[str, Path], set[str]] | None = None
         # per service: a class-level lru_cache would key on (and keep alive) every service ever made
         self._hidden = lru_cache(maxsize=64)(self._expand_hidden)
-        self.dense = DenseTermIndexes(self.data_dir)   # optional: mode dense/hybrid (search.ontology.dense_terms)
+
+    @cached_property
+    def dense(self) -> DenseTermIndexes:
+        """The dense term indexes (optional: mode dense/hybrid), imported on first use: a ``flysift terms`` call in
+        bm25 mode does not pay for the dense module's imports."""
+        from search.ontology.dense_terms import DenseTermIndexes
+
+        return DenseTermIndexes(self.data_dir)
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
     def ontology_path(self, name: str) -> Path:
@@ -307,7 +319,11 @@ class TermService:
                include_obsolete: bool = False, mode: str | None = None) -> TermSearchResponse:
         lex = self.rerank_model(ontology)   # checks the name; a search needs no more than the model
         query = self._check_query(query)
-        mode = check_mode(mode)
+        if mode not in (None, "bm25"):
+            from search.ontology.dense_terms import check_mode
+
+            mode = check_mode(mode)
+        mode = mode or "bm25"
         aspect = self._check_aspect(aspect)
         if aspect and not lex.has_aspects:
             raise InvalidRequest(f"aspect: {ontology} has no GO aspects (namespaces); leave aspect out",
@@ -711,6 +727,44 @@ def _segment_diff(a: list[str], b: list[str]) -> tuple[int, tuple[str, ...], tup
 _SPACES = operator.methodcaller("count", " ")
 
 
+def _map_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an uncompressed ``.npz`` as read-only views of one memory map of the file.
+
+    ``np.load`` copies every member through zipfile's reader and checks its CRC (~35 ms for GO's 28 MB model, most of
+    a ``flysift terms`` call's load); mapped, pages are read as the arrays are touched. Only plain numeric and byte
+    dtypes are accepted (nothing is unpickled), and every member must lie inside the file: ``ValueError`` otherwise."""
+    with open(path, "rb") as fh, zipfile.ZipFile(fh) as zf:
+        infos = zf.infolist()
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    out: dict[str, np.ndarray] = {}
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
+            raise ValueError(f"member {info.filename[:40]!r}: not a stored .npy")
+        at = info.header_offset
+        if mm[at:at + 4] != b"PK\x03\x04":
+            raise ValueError("bad local header")
+        name_len, extra_len = struct.unpack("<HH", mm[at + 26:at + 30])
+        start = at + 30 + name_len + extra_len
+        end = start + info.file_size
+        if end > len(mm):
+            raise ValueError("member past the end of the file")
+        header = io.BytesIO(mm[start:min(end, start + 65536)])
+        try:   # numpy parses the header with a literal evaluator: a planted one fails in several ways
+            version = np.lib.format.read_magic(header)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}[version]
+            shape, fortran, dtype = read_header(header)
+        except Exception as e:
+            raise ValueError(f"member {info.filename[:40]!r}: bad .npy header ({type(e).__name__})") from None
+        if dtype.hasobject or dtype.kind not in "iuf" or fortran or len(shape) != 1:
+            raise ValueError(f"member {info.filename[:40]!r}: dtype {dtype.str} shape {shape}")
+        data = start + header.tell()
+        if data + shape[0] * dtype.itemsize > end:
+            raise ValueError(f"member {info.filename[:40]!r}: shorter than its header says")
+        out[info.filename[:-4]] = np.frombuffer(mm, dtype=dtype, count=shape[0], offset=data)
+    return out
+
+
 class RerankModel:
     """What the re-ranker learns from one ontology: label stems, IDF weights, rewrite rules, and per term what ranks it
     (definition stems, generality, synonym scopes and texts).
@@ -721,7 +775,7 @@ class RerankModel:
     the first time it is a candidate (most terms never are)."""
 
     #: the layout of :meth:`save`; a saved model of another format is learned again
-    FORMAT = 4
+    FORMAT = 5
     #: scope codes of the ``scopes`` column (0: the name)
     SCOPES = ("", "EXACT", "NARROW", "BROAD", "RELATED")
     #: array → dtype kind and what its length is (a key of :meth:`_lengths`); ``load`` checks both
@@ -737,24 +791,70 @@ class RerankModel:
         """From columns :meth:`learn` made or :meth:`load` checked."""
         self.meta, self.arrays = meta, arrays
         self.ids: list[str] = meta["ids"]
-        self.index: dict[str, int] = {t: i for i, t in enumerate(self.ids)}
         self.vocab: list[str] = meta["vocab"]
         self.idf: dict[str, float] = meta["idf"]
         self.unknown_idf = float(meta["unknown_idf"])
         self.has_aspects = bool(meta["has_aspects"])
         self.morph = Morphology.from_state(meta["morphology"])
-        self._rule_at = {k: n for n, k in enumerate(meta["rules"])}
-        self._initial_at = {k: n for n, k in enumerate(meta["initials"])}
-        self.max_lhs = max(map(_SPACES, meta["rules"]), default=-1) + 1
-        # where each term's, label's, rule's and initial's values start (one cumulative sum per column)
-        starts = lambda a: np.concatenate(([0], np.cumsum(a, dtype=np.int64))).tolist()  # noqa: E731
-        self._label_at, self._stem_at = starts(arrays["labels"]), starts(arrays["sizes"])
-        self._word_at, self._def_at = starts(arrays["name_words"]), starts(arrays["def_sizes"])
-        self._rhs_at, self._row_at = starts(arrays["rule_sizes"]), starts(arrays["initial_sizes"])
-        self._syn_at = [0, *arrays["syn_ends"].tolist()]
-        self._generality = arrays["generality"].tolist()
+        # the lookup tables below are made on first use: a ``flysift terms`` call loads the model for one query, and
+        # building all of them took ~50 ms of its time (abbreviations and definitions are rarely needed)
+
         self._terms: dict[int, list[tuple[frozenset[str], float, str, tuple[bool, ...]]]] = {}
         self._def_stems: dict[int, frozenset[str]] = {}
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Term id → row."""
+        return dict(zip(self.ids, range(len(self.ids)), strict=True))
+
+    @cached_property
+    def _rule_at(self) -> dict[str, int]:
+        return dict(zip(self.meta["rules"], range(len(self.meta["rules"])), strict=True))
+
+    @cached_property
+    def _initial_at(self) -> dict[str, int]:
+        return dict(zip(self.meta["initials"], range(len(self.meta["initials"])), strict=True))
+
+    @cached_property
+    def max_lhs(self) -> int:
+        """The most words a rule's left side has."""
+        return max(map(_SPACES, self.meta["rules"]), default=-1) + 1
+
+    # where each term's, label's, rule's and initial's values start (one cumulative sum per column)
+    def _starts(self, column: str) -> list[int]:
+        return np.concatenate(([0], np.cumsum(self.arrays[column], dtype=np.int64))).tolist()
+
+    @cached_property
+    def _label_at(self) -> list[int]:
+        return self._starts("labels")
+
+    @cached_property
+    def _stem_at(self) -> list[int]:
+        return self._starts("sizes")
+
+    @cached_property
+    def _word_at(self) -> list[int]:
+        return self._starts("name_words")
+
+    @cached_property
+    def _def_at(self) -> list[int]:
+        return self._starts("def_sizes")
+
+    @cached_property
+    def _rhs_at(self) -> list[int]:
+        return self._starts("rule_sizes")
+
+    @cached_property
+    def _row_at(self) -> list[int]:
+        return self._starts("initial_sizes")
+
+    @cached_property
+    def _syn_at(self) -> list[int]:
+        return [0, *self.arrays["syn_ends"].tolist()]
+
+    @cached_property
+    def _generality(self) -> list[float]:
+        return self.arrays["generality"].tolist()
 
     # ---- learning -------------------------------------------------------------------------------------------------
     @classmethod
@@ -851,16 +951,35 @@ class RerankModel:
         return cls(meta, arrays)
 
     # ---- the saved form -------------------------------------------------------------------------------------------
+    #: string lists saved as newline-terminated UTF-8 columns instead of inside the JSON ``meta``: parsing them as
+    #: JSON was ~40 ms of every ``flysift terms`` call; a split is a few (meta key, key inside it or "") → column
+    TEXT_COLUMNS: dict[str, tuple[str, str]] = {
+        "text_ids": ("ids", ""), "text_vocab": ("vocab", ""), "text_rules": ("rules", ""), "text_rhs": ("rhs", ""),
+        "text_initials": ("initials", ""), "text_morph_forms": ("morphology", "forms"),
+        "text_morph_words": ("morphology", "words"),
+    }
+
     def save(self, path: Path) -> None:
-        """One uncompressed ``.npz`` (numbers only: it loads with ``allow_pickle=False``), the lists and dicts as a
-        JSON document in its ``meta`` array; written atomically."""
+        """One uncompressed ``.npz`` (numbers and UTF-8 bytes only: it loads with ``allow_pickle=False``): the string
+        lists as text columns, the rest of the lists and dicts as a JSON document in its ``meta`` array; written
+        atomically."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        meta = dict(self.meta)
+        texts: dict[str, np.ndarray] = {}
+        for column, (key, sub) in self.TEXT_COLUMNS.items():
+            holder = meta if not sub else dict(meta[key])
+            items = holder[sub or key]
+            if isinstance(items, list) and all(isinstance(t, str) and "\n" not in t for t in items):   # else JSON
+                texts[column] = np.frombuffer("".join(t + "\n" for t in items).encode(), np.uint8)
+                holder[sub or key] = None
+            if sub:
+                meta[key] = holder
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
         try:
-            meta = np.frombuffer(json.dumps(self.meta, ensure_ascii=False, separators=(",", ":")).encode(), np.uint8)
+            raw = np.frombuffer(json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode(), np.uint8)
             savez: Any = np.savez   # numpy's stub reads **arrays as its keyword options
             with os.fdopen(fd, "wb") as fh:
-                savez(fh, meta=meta, **self.arrays)
+                savez(fh, meta=raw, **texts, **self.arrays)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -871,10 +990,19 @@ class RerankModel:
         """What :meth:`save` wrote; ``ValueError`` for anything else. Every column's type and length and every index
         are checked, so a planted file can at worst mis-rank, never fail a search or run code."""
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                got = {k: npz[k] for k in npz.files}
+            got = _map_npz(path)
             meta = json.loads(got.pop("meta").tobytes())
-        except (OSError, EOFError, KeyError, ValueError, RecursionError, zipfile.BadZipFile) as e:
+            if isinstance(meta, dict) and meta.get("format") == cls.FORMAT:
+                for column, (key, sub) in cls.TEXT_COLUMNS.items():
+                    if column in got:
+                        a = got.pop(column)
+                        if a.dtype != np.uint8 or a.ndim != 1:
+                            raise ValueError(column)
+                        holder = meta[key] if sub else meta
+                        if not isinstance(holder, dict) or holder.get(sub or key, 0) is not None:
+                            raise ValueError(column)
+                        holder[sub or key] = a.tobytes().decode().split("\n")[:-1]
+        except (OSError, EOFError, KeyError, ValueError, RecursionError, zipfile.BadZipFile, struct.error) as e:
             raise ValueError(f"{path.name}: not a re-ranker model ({type(e).__name__})") from None
         if not isinstance(meta, dict) or meta.get("format") != cls.FORMAT:
             raise ValueError(f"{path.name}: not a re-ranker model of format {cls.FORMAT}")
@@ -985,9 +1113,12 @@ class RerankModel:
         """Rewrites of the word list ``ws`` by the rules: first every rule applied at once (longest left side
         first, most frequent right side), then single substitutions, most frequent first."""
         found = []   # (start, length, right sides)
+        # a short query tries every span (a missing left side costs one dict lookup), so a search needs no max_lhs:
+        # computing it scans every rule (~10 ms of a ``flysift terms`` call)
+        longest = len(ws) if len(ws) <= 8 else self.max_lhs
         i = 0
         while i < len(ws):
-            for n in range(min(self.max_lhs, len(ws) - i), 0, -1):
+            for n in range(min(longest, len(ws) - i), 0, -1):
                 rhs = self.rule(ws[i:i + n])
                 if rhs and n == len(ws):   # the whole query is a synonym: the engine matches it as such
                     rhs = [r for r in rhs if r[1]]

@@ -22,7 +22,9 @@ the saved map: lemminflect is imported while indexing, never while searching.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import accumulate, pairwise
 from typing import Any
 
 #: classical plural endings, singular → plural (applied to vocabulary words of at least MIN_WORD letters)
@@ -56,10 +58,23 @@ def _lemminflect_forms(word: str) -> set[str]:
 
 
 class Morphology:
-    """Surface word → the vocabulary words it may stand for (best first)."""
+    """Surface word → the vocabulary words it may stand for (best first).
+
+    A loaded map stays in :meth:`state`'s sorted columns and is searched by bisection: building a dict of GO's
+    ~100,000 forms cost a ``flysift terms`` call ~50 ms for the two or three words a query looks up."""
 
     def __init__(self, forms: dict[str, list[str]] | None = None):
-        self.forms: dict[str, list[str]] = forms or {}
+        self._forms: dict[str, list[str]] | None = forms or {}
+        self._keys: list[str] = []
+        self._starts: list[int] = [0]
+        self._words: list[str] = []
+
+    @property
+    def forms(self) -> dict[str, list[str]]:
+        """The whole map (built from the columns on first use; lookups do not need it)."""
+        if self._forms is None:
+            self._forms = {k: self._words[self._starts[n]:self._starts[n + 1]] for n, k in enumerate(self._keys)}
+        return self._forms
 
     @classmethod
     def learn(cls, vocabulary: Iterable[str]) -> Morphology:
@@ -91,32 +106,37 @@ class Morphology:
 
     @classmethod
     def from_state(cls, state: Any) -> Morphology:
-        """The map :meth:`state` saved; ``ValueError`` when malformed."""
+        """The map :meth:`state` saved; ``ValueError`` when malformed (keys must be sorted and unique, as saved)."""
         try:
             keys, sizes, words = state["forms"], state["sizes"], state["words"]
         except (KeyError, TypeError):
             raise ValueError("malformed morphology") from None
         if not (isinstance(keys, list) and isinstance(sizes, list) and isinstance(words, list)) or \
-                len(keys) != len(sizes) or sum(sizes) != len(words) or min(sizes, default=1) < 1 or \
-                not all(isinstance(w, str) for w in keys + words):
+                len(keys) != len(sizes) or set(map(type, sizes)) - {int} or sum(sizes) != len(words) or \
+                min(sizes, default=1) < 1 or set(map(type, keys)) - {str} or set(map(type, words)) - {str} or \
+                any(a >= b for a, b in pairwise(keys)):
             raise ValueError("malformed morphology")
-        out: dict[str, list[str]] = {}
-        at = 0
-        for k, n in zip(keys, sizes, strict=True):
-            out[k] = words[at:at + n]
-            at += n
-        return cls(out)
+        out = cls()
+        out._forms, out._keys, out._words = None, keys, words
+        out._starts = list(accumulate(sizes, initial=0))
+        return out
 
     def alternatives(self, word: str) -> list[str]:
-        return self.forms.get(word, [])
+        if self._forms is not None:
+            return self._forms.get(word, [])
+        n = bisect_left(self._keys, word)
+        if n < len(self._keys) and self._keys[n] == word:
+            return self._words[self._starts[n]:self._starts[n + 1]]
+        return []
 
     def variants(self, ws: list[str], limit: int = 4) -> list[list[str]]:
         """Word lists with mention words replaced by the vocabulary words they stand for: every word's first
         alternative at once, then single replacements in order."""
-        alts = [(i, self.forms[w]) for i, w in enumerate(ws) if w in self.forms]
+        found = [self.alternatives(w) for w in ws]
+        alts = [(i, a) for i, a in enumerate(found) if a]
         if not alts:
             return []
-        out = [[self.forms[w][0] if w in self.forms else w for w in ws]]
+        out = [[a[0] if a else w for w, a in zip(ws, found, strict=True)]]
         for i, options in alts:
             for a in options:
                 out.append(ws[:i] + [a] + ws[i + 1:])

@@ -80,6 +80,20 @@ def test_morphology_points_only_at_vocabulary_words():
         Morphology.from_state({"forms": ["a"], "sizes": [2], "words": ["b"]})
 
 
+def test_a_loaded_morphology_looks_words_up_without_building_its_map():
+    """A loaded map answers from its sorted columns by bisection (a ``flysift terms`` call looks up a few words of
+    ~100,000 forms); the answers are the learned map's, and columns out of order are refused."""
+    m = Morphology.learn(["nucleus", "cilium", "mitochondrion", "secretion", "apoptosis", "splicing", "hemopoiesis"])
+    loaded = Morphology.from_state(m.state())
+    for form in [*m.forms, "nucleus", "zzz", ""]:
+        assert loaded.alternatives(form) == m.alternatives(form), form
+    assert loaded.variants(["nuclei", "of", "cilia"]) == m.variants(["nuclei", "of", "cilia"])
+    state = m.state()
+    state["forms"] = state["forms"][::-1]
+    with pytest.raises(ValueError):
+        Morphology.from_state(state)
+
+
 def test_saved_model_keeps_the_morphology(svc):
     ont = svc.ontology("go")
     assert svc.rerank_model(ont).morph.forms == RerankModel.learn(ont).morph.forms

@@ -170,6 +170,41 @@ def test_a_hostile_rerank_model_is_learned_again(data_dir, tmp_path, marker, bad
     assert not marker.exists()
 
 
+class _Evil:
+    """Unpickling this runs the planted payload (the pickle machinery calls ``pickle.loads`` on it)."""
+
+    def __reduce__(self):
+        return pickle.loads, (EVIL,)
+
+
+@pytest.mark.parametrize("how", ["object member", "compressed", "truncated", "member past its end"])
+def test_a_mapped_model_file_is_checked_before_use(data_dir, tmp_path, marker, how):
+    """The model is read through a memory map of its ``.npz`` (no copy, no CRC pass): a member holding pickled
+    objects, a compressed member, a cut file or a member whose header claims more than the file holds is refused
+    and the model learned again; nothing is unpickled."""
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d, symlinks=True)
+    svc = TermService(d)
+    path = svc.model_path("go")
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    if how == "object member":
+        arrays["weights"] = np.array([_Evil()], dtype=object)
+        np.savez(path, **arrays, allow_pickle=True)
+    elif how == "compressed":
+        np.savez_compressed(path, **arrays)
+    elif how == "truncated":
+        path.write_bytes(path.read_bytes()[:-200])
+    else:
+        raw = bytearray(path.read_bytes())
+        at = raw.index(b"'shape': (") + len(b"'shape': (")
+        raw[at:at + 6] = b"999999"   # a longer array than the member holds (the header's length is unchanged)
+        path.write_bytes(bytes(raw))
+    assert svc._load_model("go") is None
+    assert [h.id for h in svc.search("go", "cell nucleus").hits][0] == "GO:0005634"
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("field, value", [("stems", 10**9), ("initial_rows", -1), ("idf", {"x": "1"}),
                                           ("vocab", [1, 2]), ("rules", 7), ("terms", 1), ("weights", "x")])
 def test_a_model_that_does_not_fit_its_ontology_is_learned_again(data_dir, tmp_path, field, value):

@@ -237,7 +237,7 @@ class _Open:
         opened = cls(target, index, None)
         try:
             ids = json.loads((path / IDS_FILE).read_bytes())
-            if isinstance(ids, list) and len(ids) == opened.searcher.num_docs and all(isinstance(i, str) for i in ids):
+            if isinstance(ids, list) and len(ids) == opened.searcher.num_docs and set(map(type, ids)) <= {str}:
                 opened._ids = ids
         except (OSError, ValueError, RecursionError):
             pass   # a version written before rows, or a damaged list: ids are read from the stored documents
