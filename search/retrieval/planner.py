@@ -16,6 +16,8 @@ Reading of the text, in order:
 * a token the analysis calls symbol-like (``search.text.analysis.is_symbol_like``: a known symbol, or a shape no English
   word has — ``Dl``, ``N``, ``abd-A``, ``Su(H)``, ``GAL4``) matches **only** the case-sensitive symbol view, so
   ``Dl`` never retrieves a paper that only says ``dl``;
+* a one-word query of 2–4 capitals (``FAT``, ``FTZ``) that the lexicon does not know in capitals is a symbol that also
+  matches its word view at half weight: a shouted word finds what the lower-case word finds, exact mentions first;
 * a symbol-like token with capitals that the lexicon writes in several cases for one gene only (``foldable``:
   ``Hh``, ``Ftz`` of ``hh``, ``ftz``; not ``Dl``, whose ``dl`` is another gene) also matches its word view at half
   weight, so papers that write the gene in another case are found, exact-case mentions first;
@@ -55,7 +57,8 @@ STOP_MIN_WORDS = 3
 #: the fewest words for a capitalised query to count as title case (``Dl N`` is two symbols, not a title)
 TITLE_MIN_WORDS = 3
 #: a one-word query in capitals of at least this many letters (``DEPRESSION``) is read as a word plus its exact-case
-#: symbol clause; shorter ones (``FTZ``, ``BCD``, ``MAD``: older gene symbols are often written so) stay symbols
+#: symbol clause; shorter ones (``FTZ``, ``BCD``, ``MAD``: older gene symbols are often written so) stay symbols first
+#: and match their word view at half weight
 CAPITAL_WORD = 5
 
 Case = Literal["as written", "capitals", "title"]
@@ -153,6 +156,12 @@ def _reading(text: str, known_symbols: frozenset[str] | set[str], foldable: froz
             elif running and why == "symbol shape" and not any(c.isupper() for c in tok):
                 clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
                 entry["word_phrase"] = WORD_PHRASE_WEIGHT
+            elif why == "symbol shape" and not running and len(tok) >= 2 and tok.isalpha() and tok.isupper():
+                # one short word in capitals (FAT, DHA, FTZ) is a shouted word or an older symbol written in capitals:
+                # the exact-case symbol clause ranks exact mentions first and its word matches at half weight, so it
+                # finds what the lower-case query finds (a symbol the lexicon knows in capitals stays exact)
+                clauses.append(Clause(text=tok, view="word", boost=WORD_PHRASE_WEIGHT))
+                entry["case_folded"] = WORD_PHRASE_WEIGHT
             elif tok != tok.lower() and tok.lower() in foldable:
                 # the lexicon writes this gene in several cases and no other gene in any: case tells nothing here
                 clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))

@@ -40,7 +40,16 @@ def test_one_shouted_word_is_a_word_that_prefers_its_exact_case():
     q = plan("DEPRESSION")
     assert q.case == "capitals" and views(q) == [("DEPRESSION", "word", 1.0), ("DEPRESSION", "symbol", 0.5)]
     assert views(plan("GAL4")) == [("GAL4", "symbol", 1.0)] and views(plan("N")) == [("N", "symbol", 1.0)]
-    assert views(plan("FTZ")) == [("FTZ", "symbol", 1.0)]                         # short: an older gene symbol
+    # short: a shouted word or an older gene symbol written in capitals; exact case first, its word at half weight
+    assert views(plan("FTZ")) == [("FTZ", "symbol", 1.0), ("FTZ", "word", 0.5)]
+    assert views(plan("FTZ", known_symbols={"FTZ"})) == [("FTZ", "symbol", 1.0)]   # the lexicon knows it so: exact
+
+
+def test_one_short_shouted_word_finds_what_the_lower_case_word_finds(data_dir):
+    eng = EmbeddedEngine(data_dir)
+    for word in ("wing", "disc", "axis"):
+        lower = set(pmcids(eng.search_papers(plan(word), limit=100)))
+        assert lower and set(pmcids(eng.search_papers(plan(word.upper()), limit=100))) == lower, word
 
 
 def test_lower_case_symbol_shapes_in_running_text_also_match_their_words():
