@@ -61,7 +61,7 @@ async def search_papers(body: SearchRequest, request: Request, session: CurrentS
     return await answer(lambda: search.search_papers(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters, snippets=bool(body.snippets),
         collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode,
-        explain_plan=body.explain), inline=_inline(request, body))
+        explain_plan=body.explain, foldable=sessions.fold_set()), inline=_inline(request, body))
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
@@ -71,8 +71,8 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
     return await answer(lambda: search.search_passages(
         body.query, limit=body.limit, offset=body.offset, filters=body.filters,
         snippets=body.snippets is not False, collection=body.collection,
-        expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain),
-        inline=_inline(request, body))
+        expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain,
+        foldable=sessions.fold_set()), inline=_inline(request, body))
 
 
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])

@@ -122,6 +122,17 @@ class SessionService:
     def close(self, session: Session) -> Session:
         return self.store.close_session(session.id)
 
+    def fold_set(self) -> frozenset[str]:
+        """The loaded lexicon's fold set (``Lexicon.foldable``: symbols it writes in several cases for one gene only)
+        for the planner's reading of free text; empty without a lexicon. Its symbols are not passed as known symbols:
+        a third of FlyBase's current symbols are English words (``egg``, ``arm``, ``cold``, ``Hand``, ``Men``) that
+        prose must keep reading as words; ``gene:``, quotes and ``gene=`` force the gene reading."""
+        try:
+            lex = self._lexicon()
+        except (FlysiftError, OSError):   # a lexicon that does not load fails sessions (which say why), not search
+            return frozenset()
+        return lex.foldable() if lex is not None else frozenset()
+
     def expansions(self, gene_ref: str | None, session: Session | None) -> list[str]:
         """The names a search's ``gene=`` adds, under the session's synonym policy (``snapshot`` without one)."""
         return search_expansions(self.lexicon(), gene_ref, session) if gene_ref else []

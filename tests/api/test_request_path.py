@@ -86,3 +86,33 @@ def test_only_requests_that_can_be_traced_are_wrapped():
     assert not traceable(plain)
     assert traceable({**plain, "headers": [(b"x-session-id", b"s1")]})
     assert traceable({**plain, "path": "/v1/sessions/s1/names"})
+
+
+def test_free_text_search_reads_the_lexicons_fold_set(tmp_path):
+    """The routes hand the loaded lexicon's fold set to the planner (#15/#16): ``Hh`` (written so for hh) finds the
+    paper that says ``hh``, exact-case mentions first; ``Dl`` never finds ``dl`` (dorsal is another gene)."""
+    from search.api.app import create_app as make_app
+    from search.core.config import Settings
+    from search.core.models import Paper, Section
+    from tests.helpers import build_index
+
+    def paper(n, text):
+        return Paper(pmcid=f"PMC4000{n:02d}", year=2001, journal="Genetics", title=f"Paper {n}", abstract=text,
+                     sections=[Section(type="RESULTS", paragraphs=[text])])
+
+    data = tmp_path / "data"
+    build_index(data, [paper(0, "hh is expressed in the posterior compartment."),
+                       paper(1, "Hh protein moves to the anterior cells."),
+                       paper(2, "Delta: Dl signals to the wing margin."),
+                       paper(3, "dl is a Rel-family factor in the embryo.")])
+    Lexicon([Gene(id="FBgn0004644", symbol="hh", fullname="hedgehog", symbol_synonyms=["Hh"]),
+             Gene(id="FBgn0260632", symbol="dl", fullname="dorsal"),
+             Gene(id="FBgn0000463", symbol="Dl", fullname="Delta")]).save(data / "lexicon.tsv")
+    with TestClient(make_app(Settings(data_dir=data))) as c:
+        for route in ("/v1/papers/search", "/v1/passages/search"):
+            r = c.post(route, json={"query": "Hh", "explain": True})
+            assert r.status_code == 200, r.text
+            assert list(dict.fromkeys(h["pmcid"] for h in r.json()["hits"])) == ["PMC400001", "PMC400000"], route
+            assert r.json()["query"]["explain"]["tokens"][0]["case_folded"] == 0.5
+            r = c.post(route, json={"query": "Dl"})
+            assert {h["pmcid"] for h in r.json()["hits"]} == {"PMC400002"}, route
