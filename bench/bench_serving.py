@@ -49,6 +49,7 @@ from bench.common import (  # noqa: E402
     machine,
     markdown_table,
     served,
+    tree_cpu,
     write_json,
 )
 
@@ -220,17 +221,6 @@ def lua_script(reqs: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def tree_cpu(proc: psutil.Process) -> float:
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
-
-
 def _ms(v: str) -> float:
     m = re.match(r"([\d.]+)(us|ms|s)", v)
     if not m:
@@ -387,7 +377,8 @@ def main() -> None:
         if args.agents:
             print(f"sessions benchmark, {args.agents} agents:", flush=True)
             cpu0 = tree_cpu(server)
-            stats, coverages, secs = asyncio.run(drive(base, args.agents, args.session_seconds, genes, key))
+            stats, coverages, secs, client_cpu = asyncio.run(drive(base, args.agents, args.session_seconds, genes,
+                                                                   key))
             total = sum(len(v) for v in stats.ms.values())
             res["sessions"] = {
                 "machine": res["machine"], "agents": args.agents, "seconds": secs, "workers": res["workers"],
@@ -396,7 +387,8 @@ def main() -> None:
                 "latency": {k: latency_summary(v) for k, v in stats.ms.items()},
                 "status": {k: dict(v) for k, v in stats.status.items()}, "errors": dict(stats.errors),
                 "coverage": coverages, "store_ops": "-", "load_avg_1m_end": round(os.getloadavg()[0], 2),
-                "server_cpu_ms_per_request": round((tree_cpu(server) - cpu0) / max(1, total) * 1000, 3)}
+                "server_cpu_ms_per_request": round((tree_cpu(server) - cpu0) / max(1, total) * 1000, 3),
+                "client_cpu_ms_per_request": round(client_cpu / max(1, total) * 1000, 3)}
         res["worker_rss"] = worker_rss(server)
     res["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
     write_json(args.work / "results.json", res)

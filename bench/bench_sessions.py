@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json as json_module
 import os
 import random
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import aiohttp  # noqa: E402
 import httpx  # noqa: E402
+import psutil  # noqa: E402
 
 from bench.common import (  # noqa: E402
     flysift_command,
@@ -33,6 +37,7 @@ from bench.common import (  # noqa: E402
     markdown_table,
     served,
     stopwatch,
+    tree_cpu,
     write_json,
 )
 from indexer.synthetic import SyntheticConfig, answer_key, bundled_genes, generate  # noqa: E402
@@ -58,6 +63,17 @@ def build(work: Path, papers: int, words: int, seed: int) -> tuple[Path, dict[st
     return data, answer_key(cfg), genes
 
 
+class Answer(NamedTuple):
+    """What an agent keeps of a response (read whole before the call is timed as done)."""
+
+    status_code: int
+    body: Any
+    content_type: str
+
+    def json(self) -> Any:
+        return self.body
+
+
 class Stats:
     def __init__(self):
         self.ms: dict[str, list[float]] = defaultdict(list)
@@ -65,21 +81,26 @@ class Stats:
         self.errors: Counter = Counter()
         self.sessions_done = 0
 
-    async def call(self, client: httpx.AsyncClient, tool: str, method: str, url: str, **kw) -> httpx.Response | None:
+    async def call(self, client: aiohttp.ClientSession, tool: str, method: str, url: str, *,
+                   json: Any = None, params: dict[str, Any] | None = None,
+                   headers: dict[str, str] | None = None) -> Answer | None:
         t0 = time.perf_counter()
         try:
-            r = await client.request(method, url, **kw)
-        except httpx.HTTPError as e:
+            async with client.request(method, url, json=json, params=params, headers=headers) as r:
+                raw = await r.read()
+                ctype = r.headers.get("content-type", "")
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
             self.errors[f"{tool}: {type(e).__name__}"] += 1
             return None
         self.ms[tool].append((time.perf_counter() - t0) * 1000)
-        self.status[tool][r.status_code] += 1
-        if r.status_code >= 400:
-            code = r.json().get("error", {}).get("code", "?") if r.headers.get("content-type", "").startswith(
-                "application/json") else "?"
+        body = json_module.loads(raw) if ctype.startswith("application/json") and raw else None
+        out = Answer(r.status, body, ctype)
+        self.status[tool][r.status] += 1
+        if r.status >= 400:
+            code = body.get("error", {}).get("code", "?") if isinstance(body, dict) else "?"
             if code != "budget_exhausted":
-                self.errors[f"{tool}: {r.status_code} {code}"] += 1
-        return r
+                self.errors[f"{tool}: {r.status} {code}"] += 1
+        return out
 
 
 def prediction(gene, read: list[str]) -> dict:
@@ -94,7 +115,9 @@ def prediction(gene, read: list[str]) -> dict:
 async def agent(i: int, base: str, genes: list, key: dict[str, list[str]], stats: Stats, deadline: float,
                 coverages: dict[str, dict]) -> None:
     rng = random.Random(i)
-    async with httpx.AsyncClient(base_url=base, timeout=60) as c:
+    # aiohttp, not httpx: the agents share the two cores with the server, and httpx's client cost 1.5–1.7 ms of CPU
+    # per request against ~0.5 ms here, CPU the server could not use (the report gives both)
+    async with aiohttp.ClientSession(base_url=base, timeout=aiohttp.ClientTimeout(total=60)) as c:
         while time.monotonic() < deadline:
             gene = rng.choice(genes)
             r = await stats.call(c, "create_session", "POST", "/v1/sessions",
@@ -175,9 +198,11 @@ async def drive(base: str, agents: int, seconds: float, genes: list, key: dict[s
     stats = Stats()
     coverages: dict[str, dict] = {}
     deadline = time.monotonic() + seconds
+    cpu0 = time.process_time()
     with stopwatch() as t:
         await asyncio.gather(*(agent(i, base, genes, key, stats, deadline, coverages) for i in range(agents)))
-    return stats, coverages, t["s"]
+    # the agents share the machine with the server: what their client costs is what the server could not use
+    return stats, coverages, t["s"], time.process_time() - cpu0
 
 
 def report(res: dict) -> str:
@@ -189,7 +214,8 @@ def report(res: dict) -> str:
            f"{res['throughput_rps']} req/s; sessions that read their whole budget: {res['sessions_done']}; "
            f"errors (non-2xx other than budget_exhausted): {sum(res['errors'].values())} {dict(res['errors'])}; "
            f"load average (1 min) before/after: {res['machine']['load_avg_1m']}/{res['load_avg_1m_end']}; "
-           f"SQLite store alone, µs per op: {res['store_ops']}",
+           f"SQLite store alone, µs per op: {res['store_ops']}; CPU ms per request: server "
+           f"{res.get('server_cpu_ms_per_request', '-')}, agents' client {res.get('client_cpu_ms_per_request', '-')}",
            "", markdown_table(["tool", "calls", "calls/s", "p50 ms", "p99 ms", "max ms", "statuses"], rows),
            "Coverage of the generator's answer-key papers (first 60 per gene) by one budget-16 session each:", "",
            markdown_table(["gene", "cited", "read", "surfaced, not read", "never surfaced", "read fraction"],
@@ -222,8 +248,11 @@ def main() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [*flysift_command(), "serve", "--port", str(port), "--workers", str(args.workers)]
-    with served(cmd, base + "/v1/health", env=env):
-        stats, coverages, secs = asyncio.run(drive(base, args.agents, args.seconds, genes, key))
+    with served(cmd, base + "/v1/health", env=env) as proc:
+        server = psutil.Process(proc.pid)
+        cpu0 = tree_cpu(server)
+        stats, coverages, secs, client_cpu = asyncio.run(drive(base, args.agents, args.seconds, genes, key))
+        server_cpu = tree_cpu(server) - cpu0
     total = sum(len(v) for v in stats.ms.values())
     ops = store_ops(args.work / f"store-ops-{int(time.time())}.sqlite", 2000)
     res = {"machine": machine(), "agents": args.agents, "seconds": secs, "workers": args.workers, "store": args.store,
@@ -231,7 +260,9 @@ def main() -> None:
            "throughput_rps": round(total / secs, 1), "sessions_done": stats.sessions_done,
            "latency": {k: latency_summary(v) for k, v in stats.ms.items()},
            "status": {k: dict(v) for k, v in stats.status.items()}, "errors": dict(stats.errors),
-           "coverage": coverages, "store_ops": ops, "load_avg_1m_end": round(os.getloadavg()[0], 2)}
+           "coverage": coverages, "store_ops": ops, "load_avg_1m_end": round(os.getloadavg()[0], 2),
+           "server_cpu_ms_per_request": round(server_cpu / max(1, total) * 1000, 3),
+           "client_cpu_ms_per_request": round(client_cpu / max(1, total) * 1000, 3)}
     write_json(args.work / "results.json", res)
     (args.work / "results.md").write_text(report(res), encoding="utf-8")
     print(report(res))

@@ -63,6 +63,18 @@ def self_peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def tree_cpu(proc: psutil.Process) -> float:
+    """CPU seconds (user + system) of a process and its children so far (a server's workers)."""
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
 def current_rss() -> int:
     return psutil.Process().memory_info().rss
 

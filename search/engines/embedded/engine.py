@@ -616,11 +616,16 @@ class EmbeddedEngine:
         return tantivy.Query.boost_query(q, clause.boost) if clause.boost != 1.0 else q
 
     def _matched(self, searcher: tantivy.Searcher, schema: tantivy.Schema, query: EngineQuery,
-                 fields: dict[str, float], key: str, keys: list[str]) -> dict[str, list[str]]:
-        """For each hit key, the names of the named clauses it matches (one filtered query per named clause)."""
+                 fields: dict[str, float], key: str, keys: list[str],
+                 addrs: list[tantivy.DocAddress]) -> dict[str, list[str]]:
+        """For each hit key, the names of the named clauses it matches (one filtered query per named clause).
+
+        A match is mapped to its hit by document address (``addrs``, the hits' own): loading the stored document of
+        every (hit, name) pair cost a gene-expanded search in a session (a dozen names) more than the search."""
         out: dict[str, list[str]] = {k: [] for k in keys}
         if not keys:
             return out
+        at = {(a.segment_ord, a.doc): k for k, a in zip(keys, addrs, strict=True)}
         restrict = tantivy.Query.const_score_query(tantivy.Query.term_set_query(schema, key, keys), 0.0)
         for clause in query.named():
             q = self._clause(clause.model_copy(update={"boost": 1.0}), schema, fields)
@@ -629,7 +634,11 @@ class EmbeddedEngine:
             both = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, restrict)])
             res = searcher.search(both, len(keys), count=False)
             for _, addr in res.hits:
-                out[searcher.doc(addr)[key][0]].append(clause.name)
+                k = at.get((addr.segment_ord, addr.doc))
+                if k is None:   # another document with a hit's key (none in a published build): read its key
+                    k = searcher.doc(addr)[key][0]
+                if k in out:
+                    out[k].append(clause.name)
         return out
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
@@ -641,7 +650,7 @@ class EmbeddedEngine:
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
         matched = self._matched(r.paper_searcher, r.paper_schema, query, self.bm25.field_weights, "pmcid",
-                                [pmcid for _, pmcid, _ in papers])
+                                [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
         best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
         hits = []
@@ -680,7 +689,7 @@ class EmbeddedEngine:
                 for score, p in ((score, r.passage_data(r.passage_searcher.doc(addr)["doc"][0]))
                                  for score, addr in res.hits)]
         matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id",
-                                [h.passage_id for h in hits])
+                                [h.passage_id for h in hits], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
         for h in hits:
             h.matched = matched[h.passage_id]
