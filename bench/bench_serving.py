@@ -53,7 +53,7 @@ from bench.common import (  # noqa: E402
     write_json,
 )
 
-GO_SHARED = Path("/work/shared/data/ontologies/go-basic.obo.gz")
+GO_SHARED = REPO.parent / "shared" / "data" / "ontologies" / "go-basic.obo.gz"   # ../shared beside the clone
 GO_FIXTURE = REPO / "tests" / "fixtures" / "mini.obo"
 WORDS = ["expression", "wing disc", "mutant phenotype", "signalling", "embryo", "eye development", "neuron",
          "transcription", "apoptosis", "germline"]
