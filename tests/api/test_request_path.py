@@ -116,3 +116,16 @@ def test_free_text_search_reads_the_lexicons_fold_set(tmp_path):
             assert r.json()["query"]["explain"]["tokens"][0]["case_folded"] == 0.5
             r = c.post(route, json={"query": "Dl"})
             assert {h["pmcid"] for h in r.json()["hits"]} == {"PMC400002"}, route
+
+
+def test_a_lexicon_that_does_not_load_fails_sessions_not_search(settings, tmp_path):
+    """The fold set comes from the lexicon; a configured lexicon that cannot be read must not take free-text search
+    down with it (sessions, which need the lexicon, say why)."""
+    from search.api.app import create_app as make_app
+
+    missing = tmp_path / "no-such-lexicon.tsv"
+    with TestClient(make_app(settings.model_copy(update={"lexicon": str(missing)}))) as c:
+        r = c.post("/v1/papers/search", json={"query": "Dl"})
+        assert r.status_code == 200 and r.json()["hits"], r.text
+        r = c.post("/v1/sessions", json={"gene": "Dl"})
+        assert r.status_code >= 400 and "no-such-lexicon" in r.text, r.text
