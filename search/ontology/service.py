@@ -765,6 +765,20 @@ def _map_npz(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
+def _positions_of(key: str) -> cached_property[dict[str, int]]:
+    """A model attribute: string → position in the meta list ``key``, made on first use."""
+    def positions(self: RerankModel) -> dict[str, int]:
+        return dict(zip(self.meta[key], range(len(self.meta[key])), strict=True))
+    return cached_property(positions)
+
+
+def _starts_of(column: str) -> cached_property[list[int]]:
+    """A model attribute: where each value of the sizes ``column`` starts (one cumulative sum, made on first use)."""
+    def starts(self: RerankModel) -> list[int]:
+        return np.concatenate(([0], np.cumsum(self.arrays[column], dtype=np.int64))).tolist()
+    return cached_property(starts)
+
+
 class RerankModel:
     """What the re-ranker learns from one ontology: label stems, IDF weights, rewrite rules, and per term what ranks it
     (definition stems, generality, synonym scopes and texts).
@@ -807,46 +821,21 @@ class RerankModel:
         """Term id → row."""
         return dict(zip(self.ids, range(len(self.ids)), strict=True))
 
-    @cached_property
-    def _rule_at(self) -> dict[str, int]:
-        return dict(zip(self.meta["rules"], range(len(self.meta["rules"])), strict=True))
-
-    @cached_property
-    def _initial_at(self) -> dict[str, int]:
-        return dict(zip(self.meta["initials"], range(len(self.meta["initials"])), strict=True))
+    _rule_at = _positions_of("rules")
+    _initial_at = _positions_of("initials")
 
     @cached_property
     def max_lhs(self) -> int:
         """The most words a rule's left side has."""
         return max(map(_SPACES, self.meta["rules"]), default=-1) + 1
 
-    # where each term's, label's, rule's and initial's values start (one cumulative sum per column)
-    def _starts(self, column: str) -> list[int]:
-        return np.concatenate(([0], np.cumsum(self.arrays[column], dtype=np.int64))).tolist()
-
-    @cached_property
-    def _label_at(self) -> list[int]:
-        return self._starts("labels")
-
-    @cached_property
-    def _stem_at(self) -> list[int]:
-        return self._starts("sizes")
-
-    @cached_property
-    def _word_at(self) -> list[int]:
-        return self._starts("name_words")
-
-    @cached_property
-    def _def_at(self) -> list[int]:
-        return self._starts("def_sizes")
-
-    @cached_property
-    def _rhs_at(self) -> list[int]:
-        return self._starts("rule_sizes")
-
-    @cached_property
-    def _row_at(self) -> list[int]:
-        return self._starts("initial_sizes")
+    # where each term's, label's, rule's and initial's values start
+    _label_at = _starts_of("labels")
+    _stem_at = _starts_of("sizes")
+    _word_at = _starts_of("name_words")
+    _def_at = _starts_of("def_sizes")
+    _rhs_at = _starts_of("rule_sizes")
+    _row_at = _starts_of("initial_sizes")
 
     @cached_property
     def _syn_at(self) -> list[int]:
