@@ -7,7 +7,7 @@ written with it) and the configured engine's term index (``Engine.term_candidate
 for search. A search reads only the model and the term index: the ontology is loaded for hidden terms and lookups.
 An ontology name from a request is checked against :mod:`search.core.names` and then looked up in a listing of that
 directory; only the listing's path is opened, and nothing there is a pickle (``*.pkl`` files of earlier versions are
-reported, never read; the model's ``.npz`` is read with ``allow_pickle=False``).
+reported, never read; the model's ``.npz`` is mapped by :func:`_map_npz`, which accepts plain numeric members only).
 """
 
 from __future__ import annotations
