@@ -171,6 +171,9 @@ class Settings(Model):
     auth: bool = Field(False, description="Require API keys; off only for local demos")
     rate_limit_per_minute: float = Field(600.0, description="Requests per minute per key and process; 0 = off")
     rate_limit_burst: int = Field(60, description="Requests a key may make at once before the rate applies")
+    otel: bool = Field(False, description="FastAPI's own OpenTelemetry spans, metrics and logs through the global "
+                                          "providers (opentelemetry-instrument or your SDK setup); off: no "
+                                          "per-request provider checks")
 
     # sessions
     session_store: Literal["sqlite", "cluster"] | None = Field(

@@ -129,3 +129,17 @@ def test_a_lexicon_that_does_not_load_fails_sessions_not_search(settings, tmp_pa
         assert r.status_code == 200 and r.json()["hits"], r.text
         r = c.post("/v1/sessions", json={"gene": "Dl"})
         assert r.status_code >= 400 and "no-such-lexicon" in r.text, r.text
+
+
+@pytest.mark.parametrize("otel, looked_up", [(False, False), (True, True)])
+def test_opentelemetry_is_looked_up_per_request_only_when_asked_for(settings, monkeypatch, otel, looked_up):
+    """FastAPI's native OpenTelemetry checks the global providers on every request; it is opt-in (FLYSIFT_OTEL)."""
+    from opentelemetry import trace
+
+    calls: list[int] = []
+    real = trace.get_tracer_provider
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: calls.append(1) or real())
+    with TestClient(create_app(settings.model_copy(update={"otel": otel}))) as c:
+        calls.clear()
+        assert c.post("/v1/papers/search", json={"query": "Dl"}).status_code == 200
+    assert bool(calls) is looked_up
