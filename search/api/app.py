@@ -8,6 +8,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -31,7 +32,7 @@ log = logging.getLogger("flysift.api")
 
 #: FastAPI's native OpenTelemetry, off unless ``FLYSIFT_OTEL``: with it on, every request looks up three global
 #: providers even when none is configured (~10 µs, a tenth of the lean path's framework cost)
-NO_OTEL = {"tracing": False, "metrics": False, "logs": False}
+NO_OTEL: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 #: validation errors listed in one answer (a list of 10,000 bad items gets the first ones)
 MAX_LISTED_ERRORS = 20
