@@ -7,7 +7,8 @@
 2. HTTP: ``flysift serve --workers N`` (default: one per core) on loopback; for paper search, passage search, term
    search and a session read (``GET /v1/sessions/{id}``): requests/s, p50/p99 latency and errors at 1, 8, 32 and 128
    connections (wrk, one thread; an asyncio client when wrk is missing), and the server's CPU per request (user +
-   system of the whole process tree, from /proc, divided by the requests wrk completed).
+   system of the whole process tree, from /proc, divided by the requests wrk completed), beside the in-process
+   call measured right before and after that row (the machine's speed drifts: a ratio needs adjacent figures).
 3. The sessions benchmark (``bench/bench_sessions.py``: agents search, read to their budget, submit) against the same
    server, with 64 agents.
 4. Resident memory of each worker at the end.
@@ -30,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,8 @@ def cpu_per_call(fn, args: list, repeat: int) -> float:
     return round((time.process_time() - c0) / n * 1000, 4)
 
 
-def in_process(data: Path, qs: list[str], sid: str, repeat: int) -> dict[str, float]:
+def in_process_calls(data: Path, qs: list[str], sid: str) -> dict[str, tuple[Callable[[Any], Any], list]]:
+    """The in-process calls measured, each with the arguments it cycles through."""
     from search.core.config import Settings
     from search.ontology.service import TermService
     from search.retrieval.service import SearchService
@@ -104,14 +106,19 @@ def in_process(data: Path, qs: list[str], sid: str, repeat: int) -> dict[str, fl
     terms = TermService(settings.data_dir, engine=svc.engine())
     sessions = SessionService(open_store(settings), settings, terms=terms)
     return {
-        "paper search (engine + planner)": cpu_per_call(lambda q: svc.search_papers(q, limit=10), qs, repeat),
-        "paper search + JSON": cpu_per_call(lambda q: svc.search_papers(q, limit=10).model_dump_json(), qs, repeat),
-        "passage search + JSON": cpu_per_call(lambda q: svc.search_passages(q, limit=10).model_dump_json(), qs,
-                                              repeat),
-        "term search + JSON": cpu_per_call(lambda q: terms.search("go", q, limit=10).model_dump_json(), TERM_WORDS,
-                                           repeat),
-        "session read + JSON": cpu_per_call(lambda s: sessions.get(s, LOCAL).model_dump_json(), [sid], repeat),
+        "paper search (engine + planner)": (lambda q: svc.search_papers(q, limit=10), qs),
+        "paper search + JSON": (lambda q: svc.search_papers(q, limit=10).model_dump_json(), qs),
+        "passage search + JSON": (lambda q: svc.search_passages(q, limit=10).model_dump_json(), qs),
+        "term search + JSON": (lambda q: terms.search("go", q, limit=10).model_dump_json(), TERM_WORDS),
+        "session read + JSON": (lambda s: sessions.get(s, LOCAL).model_dump_json(), [sid]),
     }
+
+
+#: each HTTP endpoint's in-process counterpart, measured again right before and after its every HTTP row
+HTTP_PEERS = {"paper search": "paper search + JSON", "passage search": "passage search + JSON",
+              "term search": "term search + JSON", "session read": "session read + JSON"}
+#: in-process calls per adjacent measurement (~0.1–0.5 s)
+ADJACENT_CALLS = 300
 
 
 # ---- the ASGI app alone -------------------------------------------------------------------------------------------
@@ -270,12 +277,18 @@ async def _asyncio_load(base: str, reqs: list[dict[str, Any]], connections: int,
 
 
 def http_matrix(base: str, server: psutil.Process, eps: dict[str, list[dict[str, Any]]], conns: list[int],
-                seconds: float, work: Path) -> list[dict[str, Any]]:
+                seconds: float, work: Path, calls: dict[str, tuple[Callable[[Any], Any], list]]
+                ) -> list[dict[str, Any]]:
+    """One row per endpoint and connection count. Each row's ratio compares the server's CPU per request with the
+    in-process call measured right before and right after it: this machine's speed drifts by up to half within
+    minutes (other tenants), so a ratio against a figure taken minutes earlier says more about the drift."""
     wrk = shutil.which("wrk")
     rows = []
     for name, reqs in eps.items():
         script = lua_script(reqs, work / f"wrk-{name.replace(' ', '-')}.lua")
+        peer = calls.get(HTTP_PEERS.get(name, ""))
         for c in conns:
+            before = cpu_per_call(*peer, ADJACENT_CALLS) if peer else None
             cpu0 = tree_cpu(server)
             if wrk:
                 r = run_wrk(base, script, c, seconds)
@@ -284,9 +297,14 @@ def http_matrix(base: str, server: psutil.Process, eps: dict[str, list[dict[str,
             cpu = tree_cpu(server) - cpu0
             r |= {"endpoint": name, "connections": c, "client": "wrk" if wrk else "asyncio",
                   "server_cpu_ms_per_request": round(cpu / max(1, r["requests"]) * 1000, 3)}
+            if peer and before:
+                adjacent = (before + cpu_per_call(*peer, ADJACENT_CALLS)) / 2
+                r |= {"in_process_ms": round(adjacent, 4),
+                      "ratio": round(r["server_cpu_ms_per_request"] / adjacent, 2)}
             rows.append(r)
             print(f"  {name:15} c={c:<4} {r['rps']:>8.0f} req/s  p50 {r['p50_ms']:>7} ms  p99 {r['p99_ms']:>7} ms  "
-                  f"errors {r['errors']}  server CPU {r['server_cpu_ms_per_request']} ms/req", flush=True)
+                  f"errors {r['errors']}  server CPU {r['server_cpu_ms_per_request']} ms/req  "
+                  f"in-process {r.get('in_process_ms', '-')} ms  ratio {r.get('ratio', '-')}", flush=True)
     return rows
 
 
@@ -311,9 +329,11 @@ def report(res: dict[str, Any]) -> str:
            "searches from stored results:", "",
            markdown_table(["endpoint", "app", "framework, lean path", "framework, FastAPI's path"],
                           [[k, *v.values()] for k, v in res.get("asgi", {}).items()]), "", "HTTP:", "",
-           markdown_table(["endpoint", "connections", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req"],
+           markdown_table(["endpoint", "connections", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req",
+                           "in-process ms, adjacent", "ratio"],
                           [[r["endpoint"], r["connections"], round(r["rps"]), r["p50_ms"], r["p99_ms"], r["errors"],
-                            r["server_cpu_ms_per_request"]] for r in res["http"]]),
+                            r["server_cpu_ms_per_request"], r.get("in_process_ms", "-"), r.get("ratio", "-")]
+                           for r in res["http"]]),
            "", f"Worker RSS: {', '.join(f'{b / 2**20:.0f} MiB' for b in res['worker_rss'])}"]
     if res.get("sessions"):
         out += ["", "Sessions benchmark:", "", sessions_report(res["sessions"])]
@@ -364,7 +384,8 @@ def main() -> None:
                                   headers={"Content-Type": "application/json"})
         res["workers"] = len(worker_rss(server))
         print("in-process CPU per call:", flush=True)
-        res["in_process"] = in_process(data, qs, sid, args.repeat)
+        calls = in_process_calls(data, qs, sid)
+        res["in_process"] = {k: cpu_per_call(fn, a, args.repeat) for k, (fn, a) in calls.items()}
         for k, v in res["in_process"].items():
             print(f"  {k}: {v} ms", flush=True)
         print("ASGI app alone, CPU per request:", flush=True)
@@ -373,7 +394,7 @@ def main() -> None:
             print(f"  {k}: " + ", ".join(f"{what} {ms} ms" for what, ms in v.items()), flush=True)
         print("HTTP:", flush=True)
         res["http"] = http_matrix(base, server, endpoints(qs, sid), [int(c) for c in args.connections.split(",")],
-                                  args.seconds, args.work)
+                                  args.seconds, args.work, calls)
         if args.agents:
             print(f"sessions benchmark, {args.agents} agents:", flush=True)
             cpu0 = tree_cpu(server)
