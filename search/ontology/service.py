@@ -51,6 +51,7 @@ from search.ontology.model import (
 from search.text import analysis
 from search.text.analysis import CANONICAL, canonical_label, query_variants, stem  # CANONICAL: a one-pass pre-check
 from search.text.morphology import Morphology
+from search.text.spelling import Speller, max_edits
 from search.text.term_search import id_query
 
 if TYPE_CHECKING:
@@ -379,7 +380,10 @@ class TermService:
         (one engine call, ids and scores only), re-ranked (:func:`rerank`); hits are built for the best ``limit``."""
         query = spell_greek(query)
         canon = canonical_label(query)
-        mentions = [" ".join(v) for v in mention_forms(lex, words(canon))]
+        ws = words(canon)
+        mentions = [" ".join(v) for v in mention_forms(lex, ws)]
+        if (fixed := spelled(lex, ws)) is not None:   # first: the query's other forms still have the typo
+            mentions.insert(0, " ".join(fixed))
         rewrites = list(mentions)
         for abbr in abbreviations(query):
             if stem(abbr.lower()) in lex.idf or lex.rule((abbr.lower(),)):
@@ -651,6 +655,17 @@ def mention_forms(lex: RerankModel, ws: list[str]) -> list[list[str]]:
     return out
 
 
+def spelled(lex: RerankModel, ws: list[str]) -> list[str] | None:
+    """The words with each misspelt one corrected (:mod:`search.text.spelling`): a word of letters that no label
+    uses and the morphology does not know; None when none is corrected."""
+    out, changed = list(ws), False
+    for j, w in enumerate(ws):
+        if max_edits(w) and stem(w) not in lex.idf and not lex.morph.alternatives(w):
+            if (c := lex.speller.correct(w)) is not None:
+                out[j], changed = c, True
+    return out if changed else None
+
+
 def words(text: str) -> list[str]:
     """Lower-cased word-view words (unstemmed), Greek letters spelled out."""
     out = _word_re.findall(text.lower())
@@ -823,6 +838,13 @@ class RerankModel:
 
     _rule_at = _positions_of("rules")
     _initial_at = _positions_of("initials")
+
+    @cached_property
+    def speller(self) -> Speller:
+        """Corrections of misspelt query words among the terms' name words, commoner stems first (made on the first
+        query with a word no label uses)."""
+        return Speller((self.vocab[c] for c in set(self.arrays["words"].tolist())),
+                       lambda w: -self.idf.get(stem(w), self.unknown_idf))
 
     @cached_property
     def max_lhs(self) -> int:

@@ -12,6 +12,7 @@ from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
 from search.ontology.service import RerankModel, TermService, spell_greek
 from search.text.morphology import Morphology
+from search.text.spelling import Speller
 
 FIX = Path(__file__).parents[1] / "fixtures"
 
@@ -47,6 +48,12 @@ def top(svc: TermService, ontology: str, query: str) -> str:
     ("mitotic", "go", "GO:0000278"),              # mitotic cell cycle, not mitotic spindle
     # split words
     ("hind gut", "fbbt", "FBbt:00005384"),        # hindgut, not adult hindgut or gut
+    # a bare word for the process that holds it
+    ("proliferation", "go", "GO:0008283"),        # cell population proliferation, not membrane fission
+    # typos: the nearest word of the terms' names (nothing was found before)
+    ("poliferation", "go", "GO:0008283"),         # proliferation: one letter left out
+    ("cell poliferation", "go", "GO:0008283"),
+    ("nucleous", "go", "GO:0005634"),             # nucleus: one letter too many
 ])
 def test_mention_resolves_to_its_term(svc, mention, ontology, want):
     assert top(svc, ontology, mention) == want
@@ -97,3 +104,15 @@ def test_a_loaded_morphology_looks_words_up_without_building_its_map():
 def test_saved_model_keeps_the_morphology(svc):
     ont = svc.ontology("go")
     assert svc.rerank_model(ont).morph.forms == RerankModel.learn(ont).morph.forms
+
+
+def test_a_misspelt_word_is_corrected_to_the_nearest_name_word_and_only_then():
+    common = {"proliferation": 3.0, "polarization": 1.0, "ration": 1.0, "ligation": 2.0, "location": 1.0}
+    s = Speller(common, lambda w: common.get(w, 0.0))
+    assert s.correct("poliferation") == "proliferation"     # one edit
+    assert s.correct("prolfieration") == "proliferation"    # two edits from 8 letters
+    assert s.correct("lication") == "ligation"              # one edit from both: the commoner word
+    assert s.correct("proliferation") is None               # a name word is not a typo
+    assert s.correct("potatoes") is None                    # nothing near enough
+    assert s.correct("ratn") is None                        # fewer than 5 letters: never
+    assert s.correct("Cdc42") is None                       # digits: a symbol, never
