@@ -16,9 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from rapidfuzz.distance import Levenshtein
-from rapidfuzz.process import extract
-
 #: the shortest word corrected, and the length from which two edits are allowed
 MIN_LETTERS = 5
 TWO_EDITS_FROM = 8
@@ -49,6 +46,9 @@ class Speller:
         edits = max_edits(word)
         if not edits:
             return None
+        from rapidfuzz.distance import Levenshtein  # here: ~16 ms of imports that most searches never need
+        from rapidfuzz.process import extract
+
         pool = [w for n in range(len(word) - edits, len(word) + edits + 1) for w in self._by_length.get(n, ())]
         found = extract(word, pool, scorer=Levenshtein.distance, score_cutoff=edits, limit=MAX_CANDIDATES)
         found = [(w, d) for w, d, _ in found if w != word]
