@@ -50,8 +50,8 @@ class Speller:
         from rapidfuzz.process import extract
 
         pool = [w for n in range(len(word) - edits, len(word) + edits + 1) for w in self._by_length.get(n, ())]
-        found = extract(word, pool, scorer=Levenshtein.distance, score_cutoff=edits, limit=MAX_CANDIDATES)
-        found = [(w, d) for w, d, _ in found if w != word]
-        if not found:
+        near = [(w, d) for w, d, _ in extract(word, pool, scorer=Levenshtein.distance, score_cutoff=edits,
+                                              limit=MAX_CANDIDATES) if w != word]
+        if not near:
             return None
-        return min(found, key=lambda wd: (wd[1], -self._commonness(wd[0]), wd[0]))[0]
+        return min(near, key=lambda wd: (wd[1], -self._commonness(wd[0]), wd[0]))[0]
