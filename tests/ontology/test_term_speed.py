@@ -47,6 +47,18 @@ def test_candidates_are_the_ids_and_scores_search_returns(data_dir):
     assert hits[1] == engine.search_terms("go", "GO:0005634")[0].model_copy(update={"score": 0.0})
 
 
+def test_obsolete_terms_are_left_out_of_candidates_as_the_query_filter_would(data_dir):
+    """Candidates drop obsolete terms by row after the search (cheaper than a MustNot clause), asking for more hits
+    when too many were obsolete: the answers are the filtered search's at every depth."""
+    engine = EmbeddedEngine(data_dir)
+    qs = ["ribosomal chaperone", "obsolete ribosomal chaperone activity", "chaperone", "activity", "ribosome"]
+    for limit in (1, 2, 5, 50):
+        got = engine.term_candidates("go", [(q, limit) for q in qs])
+        assert got == [[(h.id, h.score) for h in engine.search_terms("go", q, limit=limit)] for q in qs]
+        assert all(i != "GO:0000005" for found in got for i, _ in found)
+    assert engine.term_candidates("go", [("ribosomal chaperone", 1)], include_obsolete=True)[0][0][0] == "GO:0000005"
+
+
 def test_an_index_written_before_rows_answers_alike(data_dir, tmp_path):
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
