@@ -18,6 +18,7 @@ import tantivy
 
 from indexer.synthetic import SyntheticConfig, generate
 from search.core.models import Paper, Section
+from search.core.query import Clause, EngineQuery
 from search.engines.embedded import engine as embedded
 from search.engines.embedded import paper_store
 from search.engines.embedded.engine import EmbeddedEngine, PaperHead, writer_plan
@@ -264,3 +265,20 @@ def test_a_building_build_of_an_older_layout_is_not_resumed(tmp_path, layout):
         assert not old.exists()   # an unfinished build of another layout can never be published: removed
     finally:
         build.abort(discard=True)
+
+
+def test_the_symbol_view_keeps_no_positions_and_a_symbol_phrase_matches_all_its_tokens(engines):
+    """Layout 4: no query reads symbol-view positions (symbol clauses are single tokens; phrases are word-view), so
+    they are not indexed (a fifth of the index); a symbol phrase, which the planner never makes, is read as all its
+    tokens in one field."""
+    _, new = engines
+    for kind in ("papers", "passages"):
+        meta = json.loads(next((new.dir / "builds").glob(f"*/{kind}/meta.json")).read_text())
+        record = {f["name"]: f["options"]["indexing"]["record"] for f in meta["schema"] if f["type"] == "text"}
+        assert {v for k, v in record.items() if k.endswith("_s")} == {"freq"}, kind
+        assert {v for k, v in record.items() if k.endswith("_w")} == {"position"}, kind
+    both = EngineQuery(clauses=[Clause(text="Dl", view="symbol", required=True),
+                                Clause(text="N", view="symbol", required=True)])
+    phrase = EngineQuery(clauses=[Clause(text="Dl N", view="symbol", phrase=True)])
+    found = {h.pmcid for h in new.search_papers(phrase, limit=100).hits}
+    assert "PMC100001" in found and found <= {h.pmcid for h in new.search_papers(both, limit=100).hits}

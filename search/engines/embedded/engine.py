@@ -8,7 +8,7 @@ Layout of ``<data_dir>/collections/<collection>/``::
                                its text (layout 2+; layout-1 builds stored the text too, and are still read)
     builds/<id>/papers.db      the paper store (``search.engines.embedded.paper_store``): full papers, served by
                                fetch and kept out of the paper index so that search loads only small stored fields;
-                               passage texts are sliced from its paragraphs (``paragraph[start:end]``). Layout 3
+                               passage texts are sliced from its paragraphs (``paragraph[start:end]``). Layout 3+
                                keeps body paragraphs in compressed blocks of a few KB, so a passage hit decompresses
                                one block, not its whole paper (builds before it hold one compressed JSON per paper)
     builds/<id>/build.json     fingerprint, layout, status (building|published), resume state
@@ -27,6 +27,11 @@ tokens with the whitespace tokenizer (``PRE_ANALYZED``). A paper's abstract and 
 strings joined (passages cover every word of every paragraph, and no token spans whitespace), so positions, lengths
 and BM25 scores are those of analysing the paper's text itself. Queries are analysed as before
 (``search.text.analysis``), whichever layout a build has.
+
+Layout 4 indexes the symbol view without positions (term frequencies and lengths only, so BM25 scores are the
+same): a symbol-view clause is one token (``search.retrieval.planner``: symbols are single tokens, and every phrase
+is read in the word view), so positions there were never read. A phrase asked of the symbol view of such a build is
+matched as all of its tokens.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 3
+LAYOUT = 4
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
 #: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory.
 #: 128 MB: a full FlyAOC-size build (16,898 papers, 2 cores) allocated 571 MiB at its peak instead of 1.36 GiB with
@@ -88,7 +93,8 @@ MEMORY_SHARE = 8                      # both writers' heaps together take at mos
 
 def _add_views(sb: tantivy.SchemaBuilder, name: str) -> None:
     sb.add_text_field(name + "_w", stored=False, tokenizer_name=PRE_ANALYZED)
-    sb.add_text_field(name + "_s", stored=False, tokenizer_name=PRE_ANALYZED)
+    # no positions: no symbol-view query is a phrase (layout 4: 20 % less index at 2,000 papers, 238 → 190 MiB)
+    sb.add_text_field(name + "_s", stored=False, tokenizer_name=PRE_ANALYZED, index_option="freq")
 
 
 def _paper_schema() -> tantivy.Schema:
@@ -607,8 +613,11 @@ class EmbeddedEngine:
             name = field + VIEW_SUFFIX[clause.view]
             if len(tokens) == 1:
                 q = tantivy.Query.term_query(schema, name, tokens[0])
-            elif clause.phrase:
+            elif clause.phrase and clause.view == "word":   # the symbol view has no positions (layout 4)
                 q = tantivy.Query.phrase_query(schema, name, [*tokens])
+            elif clause.phrase:
+                q = tantivy.Query.boolean_query([(tantivy.Occur.Must, tantivy.Query.term_query(schema, name, t))
+                                                 for t in tokens])
             else:
                 q = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(schema, name, t))
                                                  for t in tokens])
