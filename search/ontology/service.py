@@ -18,7 +18,6 @@ import math
 import mmap
 import operator
 import os
-import re
 import struct
 import tempfile
 import threading
@@ -49,7 +48,7 @@ from search.ontology.model import (
     spec_for_id,
 )
 from search.text import analysis
-from search.text.analysis import CANONICAL, canonical_label, query_variants, stem  # CANONICAL: a one-pass pre-check
+from search.text.analysis import canonical_label, query_variants, stem
 from search.text.morphology import Morphology
 from search.text.spelling import Speller, max_edits
 from search.text.term_search import id_query
@@ -694,13 +693,10 @@ def _stem_list(ws: Iterable[str]) -> list[str]:
     return out
 
 
-#: any of GO's naming-convention patterns: most labels have none, and skip the rewriting
-_CONVENTION_HINT = re.compile("|".join(f"(?:{p.pattern})" for p, _ in CANONICAL), re.IGNORECASE)
-
-
 def _conventional_words(text: str, ws: list[str]) -> list[str]:
     """``words(canonical_label(text))``, given ``ws = words(text)``."""
-    return words(canonical_label(text)) if _CONVENTION_HINT.search(text) else ws
+    canon = canonical_label(text)
+    return ws if canon is text else words(canon)   # the same object: no convention in the text
 
 
 def _subsequence(part: str, word: str) -> bool:

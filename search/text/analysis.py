@@ -177,8 +177,15 @@ CANONICAL: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), r
 )]
 
 
+#: any of the conventions' patterns: most texts have none, and one search tells (a term search canonicalises its
+#: query three times; twenty substitutions each were ~2 % of its CPU)
+CONVENTION_HINT = re.compile("|".join(f"(?:{p.pattern})" for p, _ in CANONICAL), re.IGNORECASE)
+
+
 def canonical_label(text: str) -> str:
     """``text`` rewritten to GO's naming conventions ("up-regulation of X" → "positive regulation of X")."""
+    if not CONVENTION_HINT.search(text):
+        return text
     for pattern, repl in CANONICAL:
         text = pattern.sub(repl, text)
     return text
