@@ -1,5 +1,5 @@
 """Spelling correction for term search: a query word no label uses, replaced by the nearest word the ontology's names
-use ("poliferation" → proliferation, "apoptossis" → apoptosis, "mitochondrail" → mitochondrial).
+use ("poliferation" → proliferation, "nucleous" → nucleus).
 
 A word is corrected only when every cheaper reading failed: it is not a label word (its stem is not in the
 re-ranker's vocabulary) and the morphology has no form for it (``search.text.morphology``). The candidates are the

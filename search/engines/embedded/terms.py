@@ -258,8 +258,8 @@ class _Open:
     def top(self, q: tantivy.Query, limit: int, drop: frozenset[int] | None
             ) -> list[tuple[float, tantivy.DocAddress]]:
         """The best ``limit`` hits of ``q`` whose row is not in ``drop``. The rows are dropped here, not by a
-        ``MustNot`` clause, which cost a quarter of a GO term search; more hits are asked for until ``limit`` are
-        kept or there are no more, so the answer is the filtered query's."""
+        ``MustNot`` clause, which cost ~0.2 ms of a ~1.5 ms GO engine search; more hits are asked for until
+        ``limit`` are kept or there are no more, so the answer is the filtered query's."""
         if not drop:
             return self.searcher.search(q, limit=limit, count=False).hits
         n = limit + min(len(drop), max(8, limit // 4))
