@@ -68,6 +68,7 @@ from search.core.models import (
 from search.core.names import check_collection
 from search.core.query import FIELD_BOOSTS, PASSAGE_WEIGHTS, Bm25Params, Clause, EngineQuery
 from search.engines.embedded import paper_store
+from search.engines.embedded.match import any_of
 from search.engines.embedded.paper_store import PaperStore, StoredPaper
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
@@ -596,9 +597,9 @@ class EmbeddedEngine:
                                                      f.year_from if f.year_from is not None else -(2**62),
                                                      f.year_to if f.year_to is not None else 2**62))
         if f.section_types:
-            filters.append(tantivy.Query.term_set_query(schema, section_field, f.section_types))
+            filters.append(any_of(schema, section_field, f.section_types))
         if f.pmcids:
-            filters.append(tantivy.Query.term_set_query(schema, "pmcid", f.pmcids))
+            filters.append(any_of(schema, "pmcid", f.pmcids))
         clauses = [(tantivy.Occur.Must, q) for q in musts]
         clauses += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in filters]
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
@@ -637,7 +638,7 @@ class EmbeddedEngine:
         if not keys:
             return out
         at = {(a.segment_ord, a.doc): k for k, a in zip(keys, addrs, strict=True)}
-        restrict = tantivy.Query.const_score_query(tantivy.Query.term_set_query(schema, key, keys), 0.0)
+        restrict = tantivy.Query.const_score_query(any_of(schema, key, keys), 0.0)
         for clause in query.named():
             q = self._clause(clause.model_copy(update={"boost": 1.0}), schema, fields)
             if q is None or clause.name is None:

@@ -31,6 +31,7 @@ import tantivy
 from search.core.errors import IndexMissing, NotFound
 from search.core.models import Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
+from search.engines.embedded.match import any_of
 from search.text import analysis
 from search.text.analysis import normalise, query_variants
 from search.text.term_search import (
@@ -212,7 +213,7 @@ class TermIndex:
         addrs = [opened.seen[i] for i in wanted if i in opened.seen]
         unseen = [i for i in wanted if i not in opened.seen]
         if unseen:
-            addrs += [addr for _, addr in searcher.search(tantivy.Query.term_set_query(opened.schema, "id", unseen),
+            addrs += [addr for _, addr in searcher.search(any_of(opened.schema, "id", unseen),
                                                           limit=len(unseen), count=False).hits]
         toks = set(tokens)
         by_id = {h.id: h for h in (term_hit(ontology_name, searcher.doc(addr).to_dict(), 0.0, toks) for addr in addrs)}
@@ -301,7 +302,7 @@ def _query(schema: tantivy.Schema, query: str, aspect: str | None, exclude_ids: 
         musts.append((tantivy.Occur.MustNot, tantivy.Query.term_query(schema, "obsolete", "1")))
     exclude = sorted(exclude_ids)
     if exclude:
-        musts.append((tantivy.Occur.MustNot, tantivy.Query.term_set_query(schema, "id", exclude)))
+        musts.append((tantivy.Occur.MustNot, any_of(schema, "id", exclude)))
     return (tantivy.Query.boolean_query(musts) if len(musts) > 1 else main), set(tokens)
 def _text_query(schema: tantivy.Schema, variants: list[list[str]]) -> tantivy.Query:
     """Dis-max over fields of all variants' tokens, plus exact-label bonuses for each variant and a bonus when
