@@ -16,9 +16,10 @@ def any_of(schema: tantivy.Schema, field: str, values: Sequence[str]) -> tantivy
     tantivy's term-set query is an automaton over the field's term dictionary that fills a bit set of each
     segment's documents on every search: restricting a search to a page's ten hits that way cost ~0.25 ms a search
     on a 2,000-paper index, and a gene-expanded search runs one per gene name (``EmbeddedEngine._matched``), one per
-    hit for snippets. Ten term queries, one dictionary lookup each, cost ~0.03 ms: gene-expanded paper searches took
-    0.6–0.7 ms instead of 2.0–2.6, passage searches 1.0–1.1 instead of 2.6–3.6, with the same answers. Large sets (a
-    client's pmcid filter, hidden terms) keep the term-set query, which does not build one query per value."""
+    hit for snippets. Ten term queries, one dictionary lookup each, cost ~0.03 ms: gene-expanded paper searches take
+    ~1 ms instead of 2.2–2.7, passage searches ~1.5 instead of 2.7–3.5, with the same answers
+    (``bench/bench_expanded.py``). Large sets (a client's pmcid filter, hidden terms) keep the term-set query, which
+    does not build one query per value."""
     if len(values) == 1:
         return tantivy.Query.term_query(schema, field, values[0])
     if len(values) <= TERMS_AS_DISJUNCTION:
