@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tantivy  # noqa: E402
 
+from bench.bench_serving import cpu_per_call  # noqa: E402
 from bench.bench_sessions import build  # noqa: E402
 from search.core.query import Filters  # noqa: E402
 from search.engines import open_local  # noqa: E402
@@ -69,11 +69,7 @@ def main() -> None:
         return out
 
     def cpu_ms(call, repeat: int) -> float:
-        c0 = time.process_time()
-        for _ in range(repeat):
-            for q in queries:
-                call(q)
-        return (time.process_time() - c0) / (repeat * len(queries)) * 1000
+        return cpu_per_call(call, queries, repeat * len(queries))
 
     ways = {"term-set query": term_set, "any_of (term disjunction)": embedded.any_of}
     found: dict[str, list] = {}
