@@ -385,12 +385,14 @@ class TermService:
             mentions.insert(0, " ".join(fixed))
         rewrites = list(mentions)
         for abbr in abbreviations(query):
-            if stem(abbr.lower()) in lex.idf or lex.rule((abbr.lower(),)):
-                continue   # a word the ontology's labels use ("ATP", "DNA"), or one a rule rewrites ("IL")
+            if lex.rule((abbr.lower(),)):
+                continue   # one a rule rewrites ("IL")
+            used = lex.label_df(abbr)   # a word the labels use ("ATP", "PNS") stands for the phrases names use more
             digits = " ".join(_DIGITS.findall(abbr))
-            for phrase in lex.expansions(abbr):
-                rewrites.append(regex.sub(rf"\b{regex.escape(abbr)}\b", f"{' '.join(phrase)} {digits}".strip(),
-                                          canon, count=1))
+            for phrase, count in lex.expansion_counts(abbr):
+                if count > used:
+                    rewrites.append(regex.sub(rf"\b{regex.escape(abbr)}\b", f"{' '.join(phrase)} {digits}".strip(),
+                                              canon, count=1))
         rewrites += [" ".join(r) for r in lex.rewrites(words(canon))]
         rewrites = list(dict.fromkeys(rewrites))
         first: dict[str, float] = {}   # candidate → its engine score where first found
@@ -699,6 +701,22 @@ def _conventional_words(text: str, ws: list[str]) -> list[str]:
     return ws if canon is text else words(canon)   # the same object: no convention in the text
 
 
+#: words an abbreviation may skip ("AMMC" is the antennal mechanosensory and motor center)
+ABBREV_SKIP = frozenset({"and", "of", "the", "to", "in", "for", "on", "by", "with"})
+
+
+def _word_positions(ws: list[str]) -> list[list[int]]:
+    """The word positions an abbreviation's letters may stand for: every word, and (when it has some) every word
+    but the function words of ``ABBREV_SKIP``."""
+    content = [j for j, w in enumerate(ws) if w.lower() not in ABBREV_SKIP]
+    every = list(range(len(ws)))
+    return [every, content] if len(content) < len(ws) else [every]
+
+
+def _initial_sequences(ws: list[str]) -> list[list[str]]:
+    return [[ws[j] for j in at] for at in _word_positions(ws)]
+
+
 def _subsequence(part: str, word: str) -> bool:
     """``part`` starts ``word`` and its other letters appear in it in order."""
     if not word.startswith(part[0]):
@@ -800,7 +818,7 @@ class RerankModel:
     the first time it is a candidate (most terms never are)."""
 
     #: the layout of :meth:`save`; a saved model of another format is learned again
-    FORMAT = 5
+    FORMAT = 6   # 6: abbreviation initials also skip function words ("AMMC")
     #: scope codes of the ``scopes`` column (0: the name)
     SCOPES = ("", "EXACT", "NARROW", "BROAD", "RELATED")
     #: array → dtype kind and what its length is (a key of :meth:`_lengths`); ``load`` checks both
@@ -916,12 +934,15 @@ class RerankModel:
         names_words = [words(name) for name in d["names"]]
         initials: dict[str, list[int]] = {}
         for i, nw in enumerate(names_words):
-            letters = [w[0] if w[0].isalpha() else "" for w in nw]
-            for j in range(len(nw)):
-                for k in range(2, ABBREV_MAX + 1):
-                    window = letters[j:j + k]
-                    if len(window) == k and all(window):
-                        initials.setdefault("".join(window), []).append(i)
+            for seq in _initial_sequences(nw):
+                letters = [w[0] if w[0].isalpha() else "" for w in seq]
+                for j in range(len(seq)):
+                    for k in range(2, ABBREV_MAX + 1):
+                        window = letters[j:j + k]
+                        if len(window) == k and all(window):
+                            rows = initials.setdefault("".join(window), [])
+                            if not rows or rows[-1] != i:
+                                rows.append(i)
         # label stems, name words and definition stems as numbers into one vocabulary (they load as shared strings)
         vocab: dict[str, int] = {}
         code = lambda w: vocab.setdefault(w, len(vocab))  # noqa: E731
@@ -1098,6 +1119,14 @@ class RerankModel:
                 for j in range(self._rhs_at[n], self._rhs_at[n + 1])]
 
     def expansions(self, token: str) -> list[tuple[str, ...]]:
+        return [e for e, _ in self.expansion_counts(token)]
+
+    def label_df(self, word: str) -> int:
+        """How many terms' labels use ``word`` (from its IDF weight; 0 when none does)."""
+        w = self.idf.get(stem(word.lower()))
+        return 0 if w is None else round(self.meta["terms"] / math.expm1(w))
+
+    def expansion_counts(self, token: str) -> list[tuple[tuple[str, ...], int]]:
         """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)
         of ``token`` starts a word and its letters appear in that word in order ("APhN" → accessory pharyngeal
         nerve, "CvN" → cervical nerve); digits stay."""
@@ -1110,11 +1139,11 @@ class RerankModel:
         found: Counter[tuple[str, ...]] = Counter()
         for i in dict.fromkeys(rows):
             nw = self.name_words(i)
-            for j in range(len(nw) - len(letters) + 1):
-                window = nw[j:j + len(letters)]
-                if all(_subsequence(p, w) for p, w in zip(letters, window, strict=True)):
-                    found[tuple(window)] += 1
-        return [e for e, _ in found.most_common(ABBREV_EXPANSIONS)]
+            spans = {(at[j], at[j + len(letters) - 1]) for at in _word_positions(nw)
+                     for j in range(len(at) - len(letters) + 1)
+                     if all(_subsequence(p, nw[w]) for p, w in zip(letters, at[j:j + len(letters)], strict=True))}
+            found.update(tuple(nw[a:b + 1]) for a, b in spans)
+        return found.most_common(ABBREV_EXPANSIONS)
 
     def rewrites(self, ws: list[str]) -> list[list[str]]:
         """Rewrites of the word list ``ws`` by the rules: first every rule applied at once (longest left side

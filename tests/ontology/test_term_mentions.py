@@ -44,6 +44,10 @@ def top(svc: TermService, ontology: str, query: str) -> str:
     # abbreviations and Greek letters
     ("TGFβ signaling", "go", "GO:0007179"),       # not signaling
     ("IκB kinase complex", "go", "GO:0008385"),   # IkappaB kinase complex, not protein kinase complex
+    # an abbreviation the labels also use as a word ("PNS glial cell") still stands for the phrase the names use
+    # more often; its letters may skip function words ("and")
+    ("adult PNS", "fbbt", "FBbt:00005892"),       # adult peripheral nervous system, not PNS glial cell
+    ("AMMC", "fbbt", "FBbt:00003982"),            # antennal mechanosensory and motor center, not AMMC commissures
     # a bare modifier stands for its process
     ("mitotic", "go", "GO:0000278"),              # mitotic cell cycle, not mitotic spindle
     # split words
@@ -63,6 +67,13 @@ def test_exact_name_or_exact_synonym_of_a_live_term_ranks_first(svc):
     assert top(svc, "go", "cilium") == "GO:0005929"
     assert top(svc, "go", "hematopoiesis") == "GO:0030097"
     assert top(svc, "go", "mitotic spindle") == "GO:0072686"
+
+
+def test_abbreviation_letters_may_skip_function_words(svc):
+    model = svc.rerank_model("fbbt")
+    assert model.expansions("AMMC")[:1] == [("antennal", "mechanosensory", "and", "motor", "center")]
+    assert model.expansions("PNS")[:1] == [("peripheral", "nervous", "system")]
+    assert model.label_df("PNS") == 2 and model.label_df("unheard") == 0   # PNS glial cell, PNS exit glial cell
 
 
 def test_greek_letters_are_spelled_as_the_ontologies_write_them():
