@@ -254,7 +254,7 @@ def fbbt_2025(data: Path, ont: Ontology) -> list[tuple[str, str, str, str]]:
 #: ranking steps of issue #15, each switched off alone (module constants and the saved morphology)
 def _ablate(svc: TermService, step: str) -> dict:
     saved = {k: getattr(term_service, k) for k in ("EXACT_BONUS", "W_GENERAL", "spell_greek", "mention_forms",
-                                                   "spelled")}
+                                                   "spelled", "ABBREV_EXPANSIONS")}
     models = {n: svc.rerank_model(svc.ontology(n)) for n in svc.names()}
     morphs = {n: m.morph for n, m in models.items()}
     if step == "exact-label bonus":
@@ -270,6 +270,8 @@ def _ablate(svc: TermService, step: str) -> dict:
         term_service.mention_forms = lambda lex, ws: lex.morph.variants(ws)
     elif step == "spelling correction":
         term_service.spelled = lambda lex, ws: None
+    elif step == "abbreviations expanded":
+        term_service.ABBREV_EXPANSIONS = 0
     return {"saved": saved, "morphs": morphs, "models": models}
 
 
@@ -299,7 +301,7 @@ def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], abla
         print("| switched off | " + " | ".join(f"{k} top-1 / top-5" for k in sets) + " |\n|---|"
               + "---|" * len(sets))
         for step in ("nothing", "morphology", "exact-label bonus", "Greek letters spelled", "split words joined",
-                     "generality (one-word queries)", "spelling correction"):
+                     "generality (one-word queries)", "spelling correction", "abbreviations expanded"):
             state = _ablate(svc, step)
             try:
                 cells = [score(svc, [q for q in qs if q[0] in onts]) for qs in sets.values()]

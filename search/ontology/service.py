@@ -387,7 +387,9 @@ class TermService:
         for abbr in abbreviations(query):
             if lex.rule((abbr.lower(),)):
                 continue   # one a rule rewrites ("IL")
-            used = lex.label_df(abbr)   # a word the labels use ("ATP", "PNS") stands for the phrases names use more
+            used = lex.label_df(abbr)   # a word the labels use ("PNS") stands for the phrases names use more
+            if used > ABBREV_USED_MAX:
+                continue                # a word of many labels ("ATP", "CoA", "II") stands for itself
             digits = " ".join(_DIGITS.findall(abbr))
             for phrase, count in lex.expansion_counts(abbr):
                 if count > used:
@@ -623,6 +625,9 @@ _ABBREV_PART = regex.compile(r"\p{Lu}\p{Ll}*|\p{Ll}+|\p{N}+")
 #: abbreviations of 2 to ABBREV_MAX letters are expanded, into at most ABBREV_EXPANSIONS name phrases each
 ABBREV_MAX = 4
 ABBREV_EXPANSIONS = 3
+#: an abbreviation that more terms' labels use as a word than this is not expanded (and its expansions, phrases
+#: the names would have to use even more often, are not looked for)
+ABBREV_USED_MAX = 50
 #: stems that make the regulation frame of a GO label: "regulation of X" ≠ "positive regulation of X" ≠ X
 FRAME = ("regul", "posit", "negat")
 

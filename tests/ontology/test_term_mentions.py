@@ -76,6 +76,14 @@ def test_abbreviation_letters_may_skip_function_words(svc):
     assert model.label_df("PNS") == 2 and model.label_df("unheard") == 0   # PNS glial cell, PNS exit glial cell
 
 
+def test_a_word_many_labels_use_is_not_expanded(svc, monkeypatch):
+    """Past ``ABBREV_USED_MAX`` labels a word stands for itself ("ATP", "CoA", "II" in GO): its expansions, which
+    would have to be commoner still, are not looked for (scanning them cost GO searches up to 60 ms)."""
+    from search.ontology import service
+    monkeypatch.setattr(service, "ABBREV_USED_MAX", 1)   # PNS is in 2 labels of the fixture
+    assert top(svc, "fbbt", "adult PNS") != "FBbt:00005892"
+
+
 def test_greek_letters_are_spelled_as_the_ontologies_write_them():
     assert spell_greek("TGFβ") == "TGF beta"
     assert spell_greek("IκB kinase") == "IkappaB kinase"
