@@ -391,7 +391,8 @@ class TermService:
             if used > ABBREV_USED_MAX:
                 continue                # a word of many labels ("ATP", "CoA", "II") stands for itself
             digits = " ".join(_DIGITS.findall(abbr))
-            for phrase, count in lex.expansion_counts(abbr):
+            # a word the labels use, with initials many names share ("PR1": positive regulation), stands for itself
+            for phrase, count in lex.expansion_counts(abbr, ABBREV_USED_ROWS if used else None):
                 if count > used:
                     rewrites.append(regex.sub(rf"\b{regex.escape(abbr)}\b", f"{' '.join(phrase)} {digits}".strip(),
                                               canon, count=1))
@@ -628,6 +629,7 @@ ABBREV_EXPANSIONS = 3
 #: an abbreviation that more terms' labels use as a word than this is not expanded (and its expansions, phrases
 #: the names would have to use even more often, are not looked for)
 ABBREV_USED_MAX = 50
+ABBREV_USED_ROWS = 500
 #: stems that make the regulation frame of a GO label: "regulation of X" ≠ "positive regulation of X" ≠ X
 FRAME = ("regul", "posit", "negat")
 
@@ -1131,16 +1133,22 @@ class RerankModel:
         w = self.idf.get(stem(word.lower()))
         return 0 if w is None else round(self.meta["terms"] / math.expm1(w))
 
-    def expansion_counts(self, token: str) -> list[tuple[tuple[str, ...], int]]:
+    def initial_rows(self, token: str) -> tuple[list[str], np.ndarray]:
+        """An abbreviation's letter groups (each capital or leading lower-case run) and the rows of the names with
+        a run of words of those initials."""
+        letters = [p.lower() for p in _ABBREV_PART.findall(token) if p.isalpha()]
+        n = self._initial_at.get("".join(p[0] for p in letters)) if 2 <= len(letters) <= ABBREV_MAX else None
+        rows = self.arrays["initial_rows"]
+        return letters, rows[:0] if n is None else rows[self._row_at[n]:self._row_at[n + 1]]
+
+    def expansion_counts(self, token: str, max_rows: int | None = None) -> list[tuple[tuple[str, ...], int]]:
         """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)
         of ``token`` starts a word and its letters appear in that word in order ("APhN" → accessory pharyngeal
-        nerve, "CvN" → cervical nerve); digits stay."""
-        parts = _ABBREV_PART.findall(token)
-        letters = [p.lower() for p in parts if p.isalpha()]
-        if not 2 <= len(letters) <= ABBREV_MAX:
+        nerve, "CvN" → cervical nerve); digits stay. Nothing when more than ``max_rows`` names have its initials."""
+        letters, at_rows = self.initial_rows(token)
+        if max_rows is not None and len(at_rows) > max_rows:
             return []
-        n = self._initial_at.get("".join(p[0] for p in letters))
-        rows = [] if n is None else self.arrays["initial_rows"][self._row_at[n]:self._row_at[n + 1]].tolist()
+        rows = at_rows.tolist()
         found: Counter[tuple[str, ...]] = Counter()
         for i in dict.fromkeys(rows):
             nw = self.name_words(i)
