@@ -311,6 +311,38 @@ def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], abla
     return rows
 
 
+def http_latency(data_dir: Path, queries: list[str]) -> dict:
+    """The same GO queries over HTTP: ``flysift serve`` (one worker) on loopback, one keep-alive client, after a
+    warm-up pass; wall time per request at the client and the server's CPU per request."""
+    import httpx
+    import psutil
+
+    from bench.common import flysift_command, free_port, served
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with served([*flysift_command(), "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", "1"],
+                f"{base}/v1/health") as server, httpx.Client(base_url=base, timeout=30.0) as client:
+        def one(q: str) -> None:
+            client.get("/v1/terms/search", params={"ontology": "go", "query": q, "limit": 10}).raise_for_status()
+        for q in queries:
+            one(q)
+        procs = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
+        c0 = sum(sum(p.cpu_times()[:2]) for p in procs)
+        wall = []
+        for q in queries:
+            t0 = time.perf_counter()
+            one(q)
+            wall.append((time.perf_counter() - t0) * 1000)
+        cpu = sum(sum(p.cpu_times()[:2]) for p in procs) - c0
+    wall.sort()
+    p = lambda f: wall[min(len(wall) - 1, int(f * len(wall)))]  # noqa: E731
+    r = {"wall_p50": p(.5), "wall_p99": p(.99), "server_cpu_ms": cpu * 1000 / len(queries)}
+    print(f"| go over HTTP (flysift serve, 1 worker, 1 connection) | {len(queries)} | {r['wall_p50']:.1f} | "
+          f"{r['wall_p99']:.1f} | {r['server_cpu_ms']:.1f} (server, mean) | |")
+    return r
+
+
 def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: int, n: int = 500) -> dict:
     """Term search time per query, in-process on the full index (the service warm: ontology and model loaded), over a
     seeded sample of synonyms typed as queries; wall and CPU (the machine is shared: CPU time is the steadier
@@ -334,6 +366,8 @@ def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: i
         p = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
         out[name] = {"wall_p50": p(wall, .5), "wall_p99": p(wall, .99), "cpu_p50": p(cpu, .5), "cpu_p99": p(cpu, .99)}
         print(f"| {name} | {n} | {p(wall, .5):.1f} | {p(wall, .99):.1f} | {p(cpu, .5):.1f} | {p(cpu, .99):.1f} |")
+    if "go" in svc.names():
+        out["http"] = http_latency(data_dir, [q for q, _ in random.Random(seed).sample(eligible(onts["go"]), n)])
     flysift = Path(sys.executable).with_name("flysift")
     if flysift.exists() and "go" in svc.names():
         runs = []
