@@ -384,15 +384,20 @@ class TermService:
         if (fixed := spelled(lex, ws)) is not None:   # first: the query's other forms still have the typo
             mentions.insert(0, " ".join(fixed))
         rewrites = list(mentions)
-        for abbr in abbreviations(query):
+        budget = ABBREV_ROWS_BUDGET   # names scanned for this query's abbreviations (a hostile query has hundreds)
+        for abbr in dict.fromkeys(abbreviations(query)):
             if lex.rule((abbr.lower(),)):
                 continue   # one a rule rewrites ("IL")
             used = lex.label_df(abbr)   # a word the labels use ("PNS") stands for the phrases names use more
             if used > ABBREV_USED_MAX:
                 continue                # a word of many labels ("ATP", "CoA", "II") stands for itself
-            digits = " ".join(_DIGITS.findall(abbr))
             # a word the labels use, with initials many names share ("PR1": positive regulation), stands for itself
-            for phrase, count in lex.expansion_counts(abbr, ABBREV_USED_ROWS if used else None):
+            rows = len(lex.initial_rows(abbr)[1])
+            if rows > (min(budget, ABBREV_USED_ROWS) if used else budget):
+                continue
+            budget -= rows
+            digits = " ".join(_DIGITS.findall(abbr))
+            for phrase, count in lex.expansion_counts(abbr):
                 if count > used:
                     rewrites.append(regex.sub(rf"\b{regex.escape(abbr)}\b", f"{' '.join(phrase)} {digits}".strip(),
                                               canon, count=1))
@@ -630,6 +635,9 @@ ABBREV_EXPANSIONS = 3
 #: the names would have to use even more often, are not looked for)
 ABBREV_USED_MAX = 50
 ABBREV_USED_ROWS = 500
+#: names scanned for one query's abbreviations, all together (GO's commonest initials, "pr", start 4,072 names:
+#: ~60 ms; beyond the budget an abbreviation is left as written)
+ABBREV_ROWS_BUDGET = 2_000
 #: stems that make the regulation frame of a GO label: "regulation of X" ≠ "positive regulation of X" ≠ X
 FRAME = ("regul", "posit", "negat")
 

@@ -84,6 +84,23 @@ def test_a_word_many_labels_use_is_not_expanded(svc, monkeypatch):
     assert top(svc, "fbbt", "adult PNS") != "FBbt:00005892"
 
 
+def test_a_query_full_of_abbreviations_scans_a_bounded_number_of_names(svc, monkeypatch):
+    """Each distinct abbreviation is expanded once, and all of a query's together scan at most
+    ``ABBREV_ROWS_BUDGET`` names: 160 abbreviations of GO's commonest initials cost 12 s CPU before."""
+    from search.ontology import service
+    model = svc.rerank_model("fbbt")
+    scanned: list[str] = []
+    real = service.RerankModel.expansion_counts
+    monkeypatch.setattr(service.RerankModel, "expansion_counts",
+                        lambda self, token, max_rows=None: scanned.append(token) or real(self, token, max_rows))
+    svc.search("fbbt", "adult PNS " * 40)
+    assert scanned == ["PNS"]
+    scanned.clear()
+    monkeypatch.setattr(service, "ABBREV_ROWS_BUDGET", len(model.initial_rows("PNS")[1]))
+    svc.search("fbbt", "PNS AMMC")   # PNS's names use up the budget: AMMC stays as written
+    assert scanned == ["PNS"] and len(model.initial_rows("AMMC")[1]) > 0
+
+
 def test_greek_letters_are_spelled_as_the_ontologies_write_them():
     assert spell_greek("TGFβ") == "TGF beta"
     assert spell_greek("IκB kinase") == "IkappaB kinase"
