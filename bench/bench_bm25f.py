@@ -133,18 +133,18 @@ def score(corpus: Corpus, query, how: str) -> np.ndarray:
                 norm = K1 * (1 - B + B * corpus.length[view, f] / corpus.avg[view, f])
                 total += boost * FIELD_BOOSTS[f] * idf(df, corpus.n) * tf * (K1 + 1) / (tf + norm)
             continue
-        df = float(np.count_nonzero(sum(tfs.values())))
+        df = float(np.count_nonzero(np.sum([tfs[f] for f in FIELDS], axis=0)))
         if not df:
             continue
         if how == "bm25f":
-            tf = sum(BM25F_WEIGHTS[f] * tfs[f] / (1 - B + B * corpus.length[view, f] / corpus.avg[view, f])
-                     for f in FIELDS)
-            total += boost * idf(df, corpus.n) * tf * (K1 + 1) / (K1 + tf)
+            weighted = np.sum([BM25F_WEIGHTS[f] * tfs[f] / (1 - B + B * corpus.length[view, f] / corpus.avg[view, f])
+                               for f in FIELDS], axis=0)
+            total += boost * idf(df, corpus.n) * weighted * (K1 + 1) / (K1 + weighted)
         else:
-            tf = sum(BM25F_WEIGHTS[f] * tfs[f] for f in FIELDS)
-            length = sum(BM25F_WEIGHTS[f] * corpus.length[view, f] for f in FIELDS)
+            counts = np.sum([BM25F_WEIGHTS[f] * tfs[f] for f in FIELDS], axis=0)
+            length = np.sum([BM25F_WEIGHTS[f] * corpus.length[view, f] for f in FIELDS], axis=0)
             norm = K1 * (1 - B + B * length / max(1e-9, float(length.mean())))
-            total += boost * idf(df, corpus.n) * tf * (K1 + 1) / (tf + norm)
+            total += boost * idf(df, corpus.n) * counts * (K1 + 1) / (counts + norm)
     return total
 
 
