@@ -634,6 +634,7 @@ ABBREV_EXPANSIONS = 3
 #: an abbreviation that more terms' labels use as a word than this is not expanded (and its expansions, phrases
 #: the names would have to use even more often, are not looked for)
 ABBREV_USED_MAX = 50
+#: nor one whose initials more names than this share ("PR1": positive regulation, 4,072 GO names)
 ABBREV_USED_ROWS = 500
 #: names scanned for one query's abbreviations, all together (GO's commonest initials, "pr", start 4,072 names:
 #: ~60 ms; beyond the budget an abbreviation is left as written)
@@ -723,7 +724,7 @@ ABBREV_SKIP = frozenset({"and", "of", "the", "to", "in", "for", "on", "by", "wit
 def _word_positions(ws: list[str]) -> list[list[int]]:
     """The word positions an abbreviation's letters may stand for: every word, and (when it has some) every word
     but the function words of ``ABBREV_SKIP``."""
-    content = [j for j, w in enumerate(ws) if w.lower() not in ABBREV_SKIP]
+    content = [j for j, w in enumerate(ws) if w not in ABBREV_SKIP]   # name words are lower-case
     every = list(range(len(ws)))
     return [every, content] if len(content) < len(ws) else [every]
 
@@ -1149,13 +1150,12 @@ class RerankModel:
         rows = self.arrays["initial_rows"]
         return letters, rows[:0] if n is None else rows[self._row_at[n]:self._row_at[n + 1]]
 
-    def expansion_counts(self, token: str, max_rows: int | None = None) -> list[tuple[tuple[str, ...], int]]:
+    def expansion_counts(self, token: str) -> list[tuple[tuple[str, ...], int]]:
         """Name phrases an abbreviation may stand for, most common first: each capital (or leading lower-case run)
         of ``token`` starts a word and its letters appear in that word in order ("APhN" → accessory pharyngeal
-        nerve, "CvN" → cervical nerve); digits stay. Nothing when more than ``max_rows`` names have its initials."""
+        nerve, "CvN" → cervical nerve); digits stay. Scans every name with its initials (:meth:`initial_rows`:
+        callers bound how many)."""
         letters, at_rows = self.initial_rows(token)
-        if max_rows is not None and len(at_rows) > max_rows:
-            return []
         rows = at_rows.tolist()
         found: Counter[tuple[str, ...]] = Counter()
         for i in dict.fromkeys(rows):
