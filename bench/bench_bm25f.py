@@ -148,9 +148,14 @@ def score(corpus: Corpus, query, how: str) -> np.ndarray:
     return total
 
 
-def top(corpus: Corpus, scores: np.ndarray, k: int = 16) -> list[str]:
+def ranked(corpus: Corpus, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """The best ``k`` papers that score at all, ties in corpus order (as the engines break them)."""
     order = np.lexsort((np.arange(corpus.n), -scores))[:k]
-    return [corpus.ids[i] for i in order if scores[i] > 0]
+    return [(corpus.ids[i], float(scores[i])) for i in order if scores[i] > 0]
+
+
+def top(corpus: Corpus, scores: np.ndarray, k: int = 16) -> list[str]:
+    return [pid for pid, _ in ranked(corpus, scores, k)]
 
 
 def ir_collection(directory: Path) -> dict:
@@ -164,9 +169,8 @@ def ir_collection(directory: Path) -> dict:
     for qid in coll.judged_queries:
         planned = plan(coll.queries[qid])
         for name, how in SCORINGS.items():
-            sc = score(corpus, planned, how)
-            order = np.lexsort((np.arange(corpus.n), -sc))[:100]
-            runs[name][qid] = {corpus.ids[i]: float(sc[i]) - r * 1e-9 for r, i in enumerate(order) if sc[i] > 0}
+            hits = ranked(corpus, score(corpus, planned, how), 100)
+            runs[name][qid] = {pid: sc - r * 1e-9 for r, (pid, sc) in enumerate(hits)}
     res = score_runs(coll.qrels, runs)
     return {"collection": coll.name, "queries": len(coll.judged_queries),
             "runs": {n: {m: round(v, 4) for m, v in r.items() if m in ("ndcg@10", "recall@100")}

@@ -317,7 +317,7 @@ def http_latency(data_dir: Path, queries: list[str]) -> dict:
     import httpx
     import psutil
 
-    from bench.common import flysift_command, free_port, served
+    from bench.common import flysift_command, free_port, percentile, served, tree_cpu
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -327,17 +327,15 @@ def http_latency(data_dir: Path, queries: list[str]) -> dict:
             client.get("/v1/terms/search", params={"ontology": "go", "query": q, "limit": 10}).raise_for_status()
         for q in queries:
             one(q)
-        procs = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
-        c0 = sum(sum(p.cpu_times()[:2]) for p in procs)
+        proc = psutil.Process(server.pid)
+        c0 = tree_cpu(proc)
         wall = []
         for q in queries:
             t0 = time.perf_counter()
             one(q)
             wall.append((time.perf_counter() - t0) * 1000)
-        cpu = sum(sum(p.cpu_times()[:2]) for p in procs) - c0
-    wall.sort()
-    p = lambda f: wall[min(len(wall) - 1, int(f * len(wall)))]  # noqa: E731
-    r = {"wall_p50": p(.5), "wall_p99": p(.99), "server_cpu_ms": cpu * 1000 / len(queries)}
+        cpu = tree_cpu(proc) - c0
+    r = {"wall_p50": percentile(wall, 50), "wall_p99": percentile(wall, 99), "server_cpu_ms": cpu * 1000 / len(queries)}
     print(f"| go over HTTP (flysift serve, 1 worker, 1 connection) | {len(queries)} | {r['wall_p50']:.1f} | "
           f"{r['wall_p99']:.1f} | {r['server_cpu_ms']:.1f} (server, mean) | |")
     return r
