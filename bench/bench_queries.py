@@ -243,12 +243,13 @@ def cpu_now() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def weight_grid(titles: list[float], abstracts: list[float]) -> list[dict[str, float]]:
+def weight_grid(titles: list[int], abstracts: list[int]) -> list[dict[str, float]]:
     """The settings to try: the current default first (the base of every comparison), then title × abstract with
     body 1 (BEIR documents have no body, so there only the title:abstract ratio matters)."""
     from search.core.query import FIELD_BOOSTS
 
-    grid = [dict(FIELD_BOOSTS)] + [{"title": t, "abstract": a, "body": 1.0} for t in titles for a in abstracts]
+    grid = [dict(FIELD_BOOSTS)] + [{"title": float(t), "abstract": float(a), "body": 1.0}
+                                   for t in titles for a in abstracts]
     return [dict(w) for w in dict.fromkeys(tuple(sorted(w.items())) for w in grid)]
 
 
@@ -257,7 +258,8 @@ def weights_label(w: dict[str, float]) -> str:
 
 
 def grid_rows(data: Path, names: list[str], grid: list[dict[str, float]], log: Any) -> dict:
-    """nDCG@10 of every setting of ``grid`` on every collection, indexed once and served under each setting."""
+    """nDCG@10 of every setting of ``grid`` on every collection. The weights are written at index time (how many
+    times each field goes into a paper's one searched field), so each setting indexes the collections again."""
     from bench.bench_ir import local_service
     from search.client import Client
     from search.core.config import CollectionSettings, Settings
@@ -266,17 +268,15 @@ def grid_rows(data: Path, names: list[str], grid: list[dict[str, float]], log: A
     svc = {name: service_collection_name(c.name) for name, c in colls.items()}
     runs: dict[str, dict[str, dict]] = {name: {} for name in names}
     failed: dict[str, dict[str, int]] = {name: {} for name in names}
-    with tempfile.TemporaryDirectory() as tmp:
-        with local_service(Settings(data_dir=Path(tmp))) as url, Client(url) as client:
-            for name, coll in colls.items():
-                log(f"[{name}] indexing {len(coll.docs)} documents")
-                index_collection(client, coll, svc[name])
-        for w in grid:
-            label = weights_label(w)
-            log(f"[grid] {label}")
-            table = CollectionSettings.model_validate({"field_weights": w})
+    for w in grid:
+        label = weights_label(w)
+        log(f"[grid] {label}")
+        table = CollectionSettings.model_validate({"field_weights": {f: int(v) for f, v in w.items()}})
+        with tempfile.TemporaryDirectory() as tmp:
             settings = Settings(data_dir=Path(tmp), collections={svc[n]: table for n in names})
             with local_service(settings) as url, Client(url) as client:
+                for name, coll in colls.items():
+                    index_collection(client, coll, svc[name])
                 for name, coll in colls.items():
                     in_force = client.stats(svc[name]).bm25 or {}
                     if in_force.get("field_weights") != w:   # the run must be labelled with what the service used
@@ -388,7 +388,7 @@ def main() -> None:
         print(m, flush=True)
 
     if args.field_weights_grid:
-        numbers = lambda text: [float(x) for x in text.split(",") if x]  # noqa: E731
+        numbers = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
         grid = weight_grid(numbers(args.grid_title), numbers(args.grid_abstract))
         wall, cpu = time.perf_counter(), cpu_now()
         res = grid_rows(args.data, [c for c in args.collections.split(",") if c], grid, log)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from search.core.base import Model
 from search.core.errors import FlysiftError
 from search.core.names import PATTERNS
-from search.core.query import BM25_B, BM25_K1, FIELD_BOOSTS, Bm25Params
+from search.core.query import BM25_B, BM25_K1, FIELD_BOOSTS, MAX_FIELD_REPEAT, Bm25Params
 
 CONFIG_ENV = "FLYSIFT_CONFIG"
 ENV_PREFIX = "FLYSIFT_"
@@ -89,18 +89,21 @@ def _merged(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
 
 
 class FieldWeights(Model):
-    """A collection's paper field weights; a field left out keeps its default (``FIELD_BOOSTS``)."""
+    """A collection's paper field weights; a field left out keeps its default (``FIELD_BOOSTS``). Each is how many
+    times the field is written into the paper's one searched field at index time, so a whole number, 1 to
+    ``MAX_FIELD_REPEAT`` (a change applies from the next build)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    title: float | None = Field(None, gt=0, allow_inf_nan=False, strict=True)
-    abstract: float | None = Field(None, gt=0, allow_inf_nan=False, strict=True)
-    body: float | None = Field(None, gt=0, allow_inf_nan=False, strict=True)
+    title: int | None = Field(None, ge=1, le=MAX_FIELD_REPEAT, strict=True)
+    abstract: int | None = Field(None, ge=1, le=MAX_FIELD_REPEAT, strict=True)
+    body: int | None = Field(None, ge=1, le=MAX_FIELD_REPEAT, strict=True)
 
 
 class CollectionSettings(Model):
     """``[collections.<name>]`` of the config file: the collection's BM25 parameters (docs/search.md, "Scoring").
-    ``bm25_k1``/``bm25_b`` need the cluster engine (tantivy fixes them); field weights work in both engines."""
+    ``bm25_k1``/``bm25_b`` need the cluster engine (tantivy fixes them); field weights work in both engines; all
+    three apply from the collection's next build."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -187,8 +190,9 @@ class Settings(Model):
 
     # scoring, per collection (TOML tables [collections.<name>], or FLYSIFT_COLLECTIONS as JSON)
     collections: dict[str, CollectionSettings] = Field(
-        default_factory=dict, description="Per-collection BM25 parameters: field_weights = {title, abstract, body}, "
-                                          "bm25_k1 (0-10), bm25_b (0-1; both need the cluster engine)")
+        default_factory=dict, description="Per-collection BM25 parameters: field_weights = {title, abstract, "
+                                          "body} (whole repetition counts 1-5, written at index time), bm25_k1 "
+                                          "(0-10), bm25_b (0-1; both need the cluster engine)")
 
     @field_validator("collections")
     @classmethod

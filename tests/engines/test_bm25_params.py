@@ -1,6 +1,7 @@
-"""BM25 parameters per collection (#16): field weights change ranking in both engines as configured, a cluster build's
-indices carry the collection's k1/b, the embedded engine refuses k1/b it cannot apply, validation errors are one
-line, and ``explain`` and ``/v1/stats`` report the parameters in force."""
+"""BM25 parameters per collection (#16): field weights change ranking in both engines as configured (from the next
+build: they are how many times each field is written into the papers' one ``text`` field), a cluster build's indices
+carry the collection's k1/b, the embedded engine refuses k1/b it cannot apply, validation errors are one line, and
+``explain`` and ``/v1/stats`` report the parameters in force."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from search.retrieval.planner import plan
 from search.retrieval.service import SearchService
 from search.text.passages import split_passages
 
-from helpers import ClusterNode, build_index
+from helpers import ClusterNode
 
 #: "wingless" in one paper's title, in the other's abstract: the title/abstract weights decide which comes first
 IN_TITLE = Paper(pmcid="PMC200001", title="Wingless signalling", abstract="A study of cell growth in the embryo.")
@@ -26,8 +27,8 @@ IN_ABSTRACT = Paper(pmcid="PMC200002", title="Cell growth in the embryo", abstra
 OTHER = Paper(pmcid="PMC200003", title="Eye disc patterning", abstract="Photoreceptor cells differentiate.")
 PAPERS = [IN_TITLE, IN_ABSTRACT, OTHER]
 
-TITLE_HEAVY = {"title": 10.0, "abstract": 1.0}
-ABSTRACT_HEAVY = {"title": 1.0, "abstract": 10.0}
+TITLE_HEAVY = {"title": 5, "abstract": 1}
+ABSTRACT_HEAVY = {"title": 1, "abstract": 5}
 
 
 @pytest.fixture(autouse=True)
@@ -63,7 +64,8 @@ def test_a_collection_table_sets_its_parameters_and_the_rest_keep_the_defaults(t
     s = load_settings()
     assert s.bm25("beir-med").field_weights == {"title": 1.0, "abstract": 4.0, "body": 1.0}
     assert s.bm25("default").model_dump() == {"k1": 1.2, "b": 0.75,
-                                              "field_weights": {"title": 3.0, "abstract": 2.0, "body": 1.0}}
+                                              "field_weights": {"title": 2.0, "abstract": 1.0, "body": 1.0}}
+    assert s.bm25("beir-med").repeats() == {"title": 1, "abstract": 4, "body": 1}
     assert s.bm25("unconfigured") == s.bm25("default")
 
 
@@ -74,10 +76,16 @@ def test_a_collection_table_sets_its_parameters_and_the_rest_keep_the_defaults(t
     ({"m": {"bm25_k1": 11}}, "collections.m.bm25_k1=11: Input should be less than or equal to 10"),
     ({"m": {"bm25_b": -0.1}}, "collections.m.bm25_b=-0.1: Input should be greater than or equal to 0"),
     ({"m": {"bm25_b": float("nan")}}, "collections.m.bm25_b=nan: Input should be a finite number"),
-    ({"m": {"field_weights": {"title": 0}}}, "collections.m.field_weights.title=0: Input should be greater than 0"),
+    ({"m": {"field_weights": {"title": 0}}},
+     "collections.m.field_weights.title=0: Input should be greater than or equal to 1"),
+    ({"m": {"field_weights": {"title": 6}}},
+     "collections.m.field_weights.title=6: Input should be less than or equal to 5"),
+    ({"m": {"field_weights": {"title": 1.5}}},    # a repetition count: whole numbers only
+     "collections.m.field_weights.title=1.5: Input should be a valid integer"),
     ({"m": {"field_weights": {"body": float("inf")}}}, "collections.m.field_weights.body=inf: Input should be a"),
     ({"m": {"field_weights": {"title": True}}}, "collections.m.field_weights.title=True: Input should be a valid"),
-    ({"m": {"field_weights": {"title": "3"}}}, "collections.m.field_weights.title='3': Input should be a valid number"),
+    ({"m": {"field_weights": {"title": "3"}}},
+     "collections.m.field_weights.title='3': Input should be a valid integer"),
     ({"../etc": {}}, "collection name '../etc' is not"),
 ])
 def test_refused_parameters_are_one_line_naming_the_key(table, expected):
@@ -115,26 +123,53 @@ def test_the_embedded_engine_refuses_k1_b_it_cannot_apply_at_startup(tmp_path, m
 
 
 # ---- embedded engine -----------------------------------------------------------------------------------------------
+def _embedded(data_dir: Path, collection: str = "w", **tables: dict) -> Engine:
+    return open_engine(Settings(data_dir=data_dir, collections=_tables(**tables)), collection=collection)
+
+
 def test_embedded_field_weights_change_ranking_as_configured(tmp_path):
-    build_index(tmp_path, PAPERS, collection="w")
-    title = open_engine(Settings(data_dir=tmp_path, collections=_tables(w={"field_weights": TITLE_HEAVY})),
-                        collection="w")
-    abstract = open_engine(Settings(data_dir=tmp_path, collections=_tables(w={"field_weights": ABSTRACT_HEAVY})),
-                           collection="w")
-    other = open_engine(Settings(data_dir=tmp_path, collections=_tables(other={"field_weights": ABSTRACT_HEAVY})),
-                        collection="w")
+    title = _embedded(tmp_path / "t", w={"field_weights": TITLE_HEAVY})
+    abstract = _embedded(tmp_path / "a", w={"field_weights": ABSTRACT_HEAVY})
+    other = _embedded(tmp_path / "o", other={"field_weights": ABSTRACT_HEAVY})
+    for engine in (title, abstract, other):
+        _publish(engine, PAPERS)
     assert _first(title) == IN_TITLE.pmcid and _first(abstract) == IN_ABSTRACT.pmcid
-    assert _first(other) == IN_TITLE.pmcid          # another collection's table does not apply (default: title 3)
+    assert _first(other) == IN_TITLE.pmcid          # another collection's table does not apply (default: title 2)
+
+
+def test_embedded_weights_apply_from_the_next_build_and_are_reported_as_written(tmp_path):
+    """The weights are in the index: a configuration change alone neither changes the ranking nor what is
+    reported; the next build writes the new weights."""
+    _publish(_embedded(tmp_path, w={"field_weights": TITLE_HEAVY}), PAPERS)
+    changed = _embedded(tmp_path, w={"field_weights": ABSTRACT_HEAVY})
+    assert _first(changed) == IN_TITLE.pmcid
+    assert changed.bm25_parameters()["field_weights"] == {"title": 5.0, "abstract": 1.0, "body": 1.0}
+    _publish(changed, PAPERS, fingerprint="again")
+    assert _first(changed) == IN_ABSTRACT.pmcid
+    assert changed.bm25_parameters()["field_weights"] == {"title": 1.0, "abstract": 5.0, "body": 1.0}
+
+
+def test_an_embedded_build_is_not_resumed_under_other_weights(tmp_path):
+    first = _embedded(tmp_path, w={"field_weights": TITLE_HEAVY}).open_build("same-input")
+    first.add(IN_TITLE, split_passages(IN_TITLE))
+    first.commit({"consumed": 1})
+    first.abort()
+    again = _embedded(tmp_path, w={"field_weights": TITLE_HEAVY}).open_build("same-input")
+    assert again.id == first.id and again.state == {"consumed": 1}     # same weights: resumed
+    again.abort()
+    other = _embedded(tmp_path, w={"field_weights": ABSTRACT_HEAVY}).open_build("same-input")
+    assert other.id != first.id and other.state == {}                   # papers of two weightings never mix
+    other.abort(discard=True)
 
 
 def test_explain_and_stats_report_the_parameters_in_force(tmp_path):
-    build_index(tmp_path, PAPERS, collection="w")
     settings = Settings(data_dir=tmp_path, collections=_tables(w={"field_weights": ABSTRACT_HEAVY}))
+    _publish(open_engine(settings, collection="w"), PAPERS)
     svc = SearchService(settings)
     papers = svc.search_papers("wingless", collection="w", explain_plan=True)
     assert papers.hits[0].pmcid == IN_ABSTRACT.pmcid
     assert papers.query["explain"]["bm25"] == {"k1": 1.2, "b": 0.75,
-                                               "field_weights": {"title": 1.0, "abstract": 10.0, "body": 1.0}}
+                                               "field_weights": {"title": 1.0, "abstract": 5.0, "body": 1.0}}
     passages = svc.search_passages("wingless", collection="w", explain_plan=True)
     assert passages.query["explain"]["bm25"] == {"k1": 1.2, "b": 0.75, "field_weights": {"text": 1.0}}
     from search.api.app import create_app
@@ -143,7 +178,7 @@ def test_explain_and_stats_report_the_parameters_in_force(tmp_path):
         stats = http.get("/v1/stats", params={"collection": "w"}).json()
         default = http.get("/v1/stats").json()
     assert stats["bm25"] == papers.query["explain"]["bm25"] and stats["papers"] == 3
-    assert default["bm25"]["field_weights"] == {"title": 3.0, "abstract": 2.0, "body": 1.0}
+    assert default["bm25"]["field_weights"] == {"title": 2.0, "abstract": 1.0, "body": 1.0}
 
 
 # ---- cluster engine ------------------------------------------------------------------------------------------------
@@ -153,9 +188,30 @@ def _cluster(settings: Settings, **collections: dict) -> Engine:
 
 @pytest.mark.cluster
 def test_cluster_field_weights_change_ranking_as_configured(cluster_settings):
-    _publish(_cluster(cluster_settings), PAPERS)
-    assert _first(_cluster(cluster_settings, default={"field_weights": TITLE_HEAVY})) == IN_TITLE.pmcid
-    assert _first(_cluster(cluster_settings, default={"field_weights": ABSTRACT_HEAVY})) == IN_ABSTRACT.pmcid
+    title = _cluster(cluster_settings, default={"field_weights": TITLE_HEAVY})
+    _publish(title, PAPERS)
+    assert _first(title) == IN_TITLE.pmcid
+    assert title.bm25_parameters()["field_weights"] == {"title": 5.0, "abstract": 1.0, "body": 1.0}
+    # from the next build: the published index keeps the weights it was written with
+    abstract = _cluster(cluster_settings, default={"field_weights": ABSTRACT_HEAVY})
+    assert _first(abstract) == IN_TITLE.pmcid and abstract.bm25_parameters() == title.bm25_parameters()
+    _publish(abstract, PAPERS, fingerprint="again")
+    assert _first(abstract) == IN_ABSTRACT.pmcid
+    assert abstract.bm25_parameters()["field_weights"] == {"title": 1.0, "abstract": 5.0, "body": 1.0}
+    # snippets still come from each field, though the query searches ``text``
+    hit = abstract.search_papers(plan("wingless"), snippets=True).hits[0]
+    assert {s.field for s in hit.snippets} == {"abstract"} and hit.snippets[0].highlights
+
+
+@pytest.mark.cluster
+def test_cluster_build_is_not_resumed_under_other_weights(cluster_settings):
+    first = _cluster(cluster_settings, default={"field_weights": TITLE_HEAVY}).open_build("same-input")
+    first.add(IN_TITLE, split_passages(IN_TITLE))
+    first.commit({"consumed": 1})
+    again = _cluster(cluster_settings, default={"field_weights": TITLE_HEAVY}).open_build("same-input")
+    assert again.id == first.id
+    other = _cluster(cluster_settings, default={"field_weights": ABSTRACT_HEAVY}).open_build("same-input")
+    assert other.id != first.id
 
 
 @pytest.mark.cluster
@@ -167,7 +223,7 @@ def test_cluster_build_indices_carry_the_collections_k1_b(cluster_settings, clus
         index = f"{prefix}-{kind}-{build}"
         sim = cluster_node.call("GET", f"/{index}/_settings")[index]["settings"]["index"]["similarity"]["default"]
         assert (sim["type"], float(sim["k1"]), float(sim["b"])) == ("BM25", 0.9, 0.4)
-    report = {"k1": 0.9, "b": 0.4, "field_weights": {"title": 3.0, "abstract": 2.0, "body": 1.0}}
+    report = {"k1": 0.9, "b": 0.4, "field_weights": {"title": 2.0, "abstract": 1.0, "body": 1.0}}
     assert engine.bm25_parameters() == report and engine.stats().bm25 == report
     # the published index keeps its k1/b until a new build: what is in force, not what is configured now
     later = _cluster(cluster_settings, default={"bm25_k1": 2.0, "bm25_b": 1.0})

@@ -1,9 +1,9 @@
 """The embedded engine's index layout: each text analysed once (pre-analysed fields), passage text kept once (in the
 paper store), the per-paper work prepared apart from the writer, writer threads and heap from the machine.
 
-The reference is the layout before it (layout 1: every field analysed by tantivy from the raw text, each passage's
-text in its stored doc), written here as it was, so the comparison also shows that such builds still open and
-serve."""
+The reference is layout 1 (every field analysed by tantivy from the raw text, each passage's text in its stored doc)
+with the papers' one ``text`` field of layout 5, so that scores must be equal; the per-field layout 1 itself is
+written here as it was, to show that such builds still open and serve."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ QUERIES = ["Dl", "dl", "Su(H)", "N", "l(2)gl", "α-Cat", "abd-A", "E(spl)m8-HLH"
            '"the margin. Cells"', "Dl wing", "dorsal closure", "transcription factor", '"transcription factor"']
 
 
-def _layout1_build(data_dir: Path, papers: list[Paper]) -> None:
-    """A published build as the engine wrote it before pre-analysed fields (layout 1)."""
+def _layout1_build(data_dir: Path, papers: list[Paper], one_field: bool = False) -> None:
+    """A published build as the engine wrote it before pre-analysed fields (layout 1); with ``one_field``, papers in
+    one field as layout 5 writes them (title twice, abstract, body), from the raw text."""
     build = data_dir / "collections" / "default" / "builds" / "20200101T000000-old001"
 
     def schema(views: list[str], extra) -> tantivy.Schema:
@@ -66,7 +67,7 @@ def _layout1_build(data_dir: Path, papers: list[Paper]) -> None:
         sb.add_bytes_field("doc", stored=True, indexed=False)
 
     indices = {}
-    for kind, views, extra in (("papers", ["title", "abstract", "body"], paper_fields),
+    for kind, views, extra in (("papers", ["text"] if one_field else ["title", "abstract", "body"], paper_fields),
                                ("passages", ["text"], passage_fields)):
         (build / kind).mkdir(parents=True)
         index = tantivy.Index(schema(views, extra), path=str(build / kind))
@@ -81,8 +82,11 @@ def _layout1_build(data_dir: Path, papers: list[Paper]) -> None:
         head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
         doc = tantivy.Document(pmcid=paper.pmcid, head=head.model_dump_json(exclude_none=True).encode())
         for field, text in (("title", paper.title), ("abstract", paper.abstract), ("body", paper.body_text())):
-            doc.add_text(field + "_w", text)
-            doc.add_text(field + "_s", text)
+            for _ in range((2 if field == "title" else 1) if one_field else 1):
+                if one_field and not text:
+                    continue
+                doc.add_text(("text" if one_field else field) + "_w", text)
+                doc.add_text(("text" if one_field else field) + "_s", text)
         for st in paper.section_types():
             doc.add_text("section_types", st)
         if paper.year is not None:
@@ -99,8 +103,10 @@ def _layout1_build(data_dir: Path, papers: list[Paper]) -> None:
     for w in indices.values():
         w.commit()
         w.wait_merging_threads()
-    (build / "build.json").write_text(json.dumps({"fingerprint": "old", "status": "published", "state": {},
-                                                   "created": 1.0, "published": 1.0}))
+    meta = {"fingerprint": "old", "status": "published", "state": {}, "created": 1.0, "published": 1.0}
+    if one_field:
+        meta.update(layout=5, field_weights={"title": 2, "abstract": 1, "body": 1})
+    (build / "build.json").write_text(json.dumps(meta))
     (data_dir / "collections" / "default" / "CURRENT").write_text(json.dumps({"build": build.name}))
 
 
@@ -111,12 +117,19 @@ def corpus() -> list[Paper]:
 
 @pytest.fixture(scope="module")
 def engines(corpus, tmp_path_factory) -> tuple[EmbeddedEngine, EmbeddedEngine]:
-    old = _layout1_engine(tmp_path_factory.mktemp("layout1"), corpus)
-    return old, build_index(tmp_path_factory.mktemp("layout3"), corpus)
+    """The reference (raw text analysed by tantivy, papers in one field) and the current layout."""
+    old = _layout1_engine(tmp_path_factory.mktemp("reference"), corpus, one_field=True)
+    return old, build_index(tmp_path_factory.mktemp("layout5"), corpus)
 
 
-def _layout1_engine(data_dir: Path, corpus: list[Paper]) -> EmbeddedEngine:
-    _layout1_build(data_dir, corpus)
+@pytest.fixture(scope="module")
+def legacy(corpus, tmp_path_factory) -> EmbeddedEngine:
+    """A per-field layout-1 build, as written before."""
+    return _layout1_engine(tmp_path_factory.mktemp("layout1"), corpus)
+
+
+def _layout1_engine(data_dir: Path, corpus: list[Paper], one_field: bool = False) -> EmbeddedEngine:
+    _layout1_build(data_dir, corpus, one_field)
     return EmbeddedEngine(data_dir)
 
 
@@ -177,11 +190,24 @@ def test_passage_text_is_stored_once_and_scan_serves_it(tmp_path, corpus):
     assert all(title == titles[p.pmcid] for p, title in scanned)
 
 
-def test_layout1_build_scans_and_fetches_as_before(engines, corpus):
-    old, _ = engines
+def test_layout1_build_scans_and_fetches_as_before(legacy, corpus):
+    old = legacy
     expected = {p.id: p for paper in corpus for p in split_passages(paper)}
     assert {p.id: p for p, _ in old.scan_passages()} == expected
     assert old.get_paper("PMC100009") == LONG
+
+
+def test_a_per_field_build_is_still_searched_per_field_with_the_configured_weights(tmp_path):
+    """Builds before the one-field layout keep serving after an upgrade: the configured weights are their boosts."""
+    in_title = Paper(pmcid="PMC200001", title="Wingless signalling", abstract="A study of cell growth in the embryo.")
+    in_abstract = Paper(pmcid="PMC200002", title="Cell growth in the embryo",
+                        abstract="A study of wingless signalling.")
+    _layout1_build(tmp_path, [in_title, in_abstract, PAPERS[0]])
+    title = EmbeddedEngine(tmp_path, field_weights={"title": 10, "abstract": 1})
+    abstract = EmbeddedEngine(tmp_path, field_weights={"title": 1, "abstract": 10})
+    assert title.search_papers(plan("wingless")).hits[0].pmcid == in_title.pmcid
+    assert abstract.search_papers(plan("wingless")).hits[0].pmcid == in_abstract.pmcid
+    assert title.bm25_parameters()["field_weights"] == {"title": 10, "abstract": 1, "body": 1}
 
 
 def test_the_paper_store_caches_are_bounded(tmp_path, corpus, monkeypatch):

@@ -127,7 +127,7 @@ def test_service_explains_paper_and_passage_searches_on_request(settings):
     svc = SearchService(settings)
     res = svc.search_papers("WING DISC GROWTH", explain_plan=True)
     ex = res.query["explain"]
-    assert ex["case"] == "capitals" and ex["bm25"]["field_weights"]["title"] == 3.0 and ex["bm25"]["k1"] > 0
+    assert ex["case"] == "capitals" and ex["bm25"]["field_weights"]["title"] == 2.0 and ex["bm25"]["k1"] > 0
     assert [t["view"] for t in ex["tokens"]] == ["word", "word", "word"]
     assert res.hits and res.query["case"] == "capitals"
     passages = svc.search_passages("growth of the wing disc", explain_plan=True)

@@ -13,7 +13,8 @@ new one, never a half-built index. A killed run leaves its indices and its ``-bu
 ``open_build`` with the same fingerprint continues them. Analysis is ``search.text.analysis`` expressed as custom
 analyzers and scoring is BM25 (k1=1.2, b=0.75), as in the embedded engine, so both rank alike
 (``tests/engines/test_parity.py``); a collection may set its own k1/b (``Settings.bm25``), which its builds' indices
-are created with, and its field weights, applied at query time.
+are created with, and its field weights, written into the papers' one ``text`` field (``mappings``); a build is
+resumed only under the k1/b and weights it was created with.
 
 The concepts live in their own modules: ``transport`` (the client of each flavour, request errors), ``mappings``
 (analysis, field mappings, paper documents), ``query`` (query DSL, highlights), ``bulk`` (loading) and ``terms``
@@ -22,6 +23,7 @@ The concepts live in their own modules: ``transport`` (the client of each flavou
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -43,20 +45,21 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.query import BM25_B, BM25_K1, EngineQuery
+from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
-    PAPER_MAPPING,
     PASSAGE_MAPPING,
     SIMILARITY,
     analysis_settings,
     paper_doc,
     paper_from_doc,
+    paper_mapping,
     read_similarity,
     similarity,
     term_mapping,
+    written_weights,
 )
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
 from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
@@ -72,9 +75,14 @@ MIN_BULK_CONCURRENCY = 2
 log = logging.getLogger(__name__)
 
 
-def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
+#: seconds a search trusts what it read of the published papers index's layout (one ``_mapping`` request per period;
+#: for that long after a publish, a process may search the new build per field, which its fields still allow)
+LAYOUT_TTL_S = 10.0
+
+
+def _prepare(paper: Paper, passages: list[Passage], repeats: dict[str, int] | None = None) -> Prepared:
     """A paper group's bulk NDJSON without the build's index names (``Engine.preparer``: runs in indexer workers)."""
-    doc = json.dumps(paper_doc(paper), ensure_ascii=False).encode()
+    doc = json.dumps(paper_doc(paper, repeats), ensure_ascii=False).encode()
     docs = [("papers", paper.pmcid, source_tail(paper.pmcid, doc))]
     docs += [("passages", p.id, source_tail(p.id, p.model_dump_json(exclude_none=True).encode())) for p in passages]
     return Prepared(paper.pmcid, docs)
@@ -95,6 +103,10 @@ class ClusterBuild:
         if found and engine._similarity_of(engine._index("papers", found["id"])) != (engine.bm25.k1, engine.bm25.b):
             log.info("not resuming build %s: its indices were created with other BM25 k1/b", found["id"])
             found = None   # k1/b cannot change on an open index: a new build, created with the configured ones
+        written = {f: float(n) for f, n in engine.bm25.repeats().items()}
+        if found and engine._weights_of(engine._index("papers", found["id"])) != written:
+            log.info("not resuming build %s: its papers were written with other field weights", found["id"])
+            found = None   # (or before the one-field layout) papers of two scorings would mix
         self.id = found["id"] if found else _version()
         self.state = (found.get("state") or {}) if found else {}
         self._created = found["created"] if found else time.time()
@@ -125,7 +137,7 @@ class ClusterBuild:
             what="saving build state")
 
     def add(self, paper: Paper, passages: list[Passage]) -> None:
-        self.add_prepared(_prepare(paper, passages))
+        self.add_prepared(_prepare(paper, passages, self._e.bm25.repeats()))
 
     def add_prepared(self, prepared: Prepared) -> None:
         """Buffer a prepared paper group; a duplicate of an added paper first waits for every request in flight, so
@@ -213,8 +225,10 @@ class ClusterEngine:
         self.min_publish_share = settings.min_publish_share
         self.chunk_bytes, self.max_retries, self.backoff_s = chunk_bytes, max_retries, backoff_s
         self._bulk_concurrency = bulk_concurrency or settings.cluster_bulk_concurrency
-        #: the collection's BM25 parameters: k1/b for the indices of new builds, field weights for every search
+        #: the collection's BM25 parameters: k1/b for the indices of new builds, field weights for their papers
         self.bm25 = settings.bm25(collection)
+        #: (when read, whether the published papers index is one-field): ``_paper_fields``
+        self._layout: tuple[float, bool] | None = None
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
@@ -256,7 +270,7 @@ class ClusterEngine:
 
     def _ensure_templates(self) -> None:
         """Index templates for both kinds: analysis, BM25, shards and strict mappings of every future version."""
-        for kind, mapping in (("papers", PAPER_MAPPING), ("passages", PASSAGE_MAPPING)):
+        for kind, mapping in (("papers", self._paper_mapping()), ("passages", PASSAGE_MAPPING)):
             self._request("PUT", f"/_index_template/{self.base}-{kind}", {
                 "index_patterns": [f"{self.base}-{kind}-2*"], "priority": 100,
                 "template": {"settings": self._index_settings(similarity(self.bm25.k1, self.bm25.b)),
@@ -272,6 +286,23 @@ class ClusterEngine:
         return {"number_of_shards": self.shards, "number_of_replicas": self.replicas,
                 "similarity": sim, "analysis": analysis_settings()}
 
+    def _paper_mapping(self) -> dict[str, Any]:
+        return paper_mapping(self.bm25.repeats())
+
+    def _weights_of(self, index: str) -> dict[str, float] | None:
+        """The field weights a papers index (or the one behind an alias) was written with; None before the one-field
+        layout."""
+        res = self._request("GET", f"/{index}/_mapping", what=f"reading the mapping of {index}")
+        return written_weights(next(iter(res.values()), {}))
+
+    def _paper_fields(self) -> dict[str, float]:
+        """What paper queries search: ``text`` on a one-field index, else each field with the configured weights.
+        Read from the published index at most every ``LAYOUT_TTL_S`` seconds."""
+        now = time.monotonic()
+        if self._layout is None or now - self._layout[0] > LAYOUT_TTL_S:
+            self._layout = (now, self._weights_of(self.alias("papers")) is not None)
+        return PAPER_TEXT if self._layout[1] else self.bm25.field_weights
+
     def _similarity_of(self, index: str) -> tuple[float, float] | None:
         """(k1, b) an existing index was created with."""
         res = self._request("GET", f"/{index}/_settings/index.similarity.*", what=f"reading the similarity of {index}")
@@ -280,7 +311,7 @@ class ClusterEngine:
     def _check_mappings(self, *indices: str) -> None:
         """Apply the current mappings to a resumed build's indices; a conflict names the field."""
         for index in indices:
-            mapping = PAPER_MAPPING if "-papers-" in index else PASSAGE_MAPPING
+            mapping = self._paper_mapping() if "-papers-" in index else PASSAGE_MAPPING
             try:
                 self.t.request("PUT", f"/{index}/_mapping", mapping, what=f"mapping of {index}")
             except ClusterRequestError as e:
@@ -347,7 +378,7 @@ class ClusterEngine:
 
     # ---- write side -----------------------------------------------------------------------------------------------
     def preparer(self) -> Callable[[Paper, list[Passage]], Prepared]:
-        return _prepare
+        return functools.partial(_prepare, repeats=self.bm25.repeats())   # picklable: a module function and a dict
 
     def bulk_concurrency(self) -> int:
         """``_bulk`` requests a build keeps in flight: the setting, else ``BULK_PER_DATA_NODE`` per data node."""
@@ -381,11 +412,11 @@ class ClusterEngine:
         t0 = time.perf_counter()
         # ties by pmcid, as the export pages them: the order of equal scores must not depend on which bulk request
         # (several run in parallel) reached the shard first
-        body = {"query": compile_query(query, self.bm25.field_weights, "section_types"), "from": offset,
+        body = {"query": compile_query(query, self._paper_fields(), "section_types"), "from": offset,
                 "size": limit, "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
                 "_source": ["pmcid", "title", "abstract", "year", "journal"]}
-        if snippets:
-            body["highlight"] = highlight(query, self.bm25.field_weights)
+        if snippets:   # from each field, for the clauses' terms in it (the query itself searches ``text``)
+            body["highlight"] = highlight(query, self.bm25.field_weights, per_field=True)
         res = self._search("papers", body)
         hits = [self._paper_hit(h, query) for h in res["hits"]["hits"]]
         return PaperSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
@@ -424,7 +455,7 @@ class ClusterEngine:
 
     def export_papers(self, query: EngineQuery, batch_size: int = EXPORT_BATCH) -> Iterator[PaperHit]:
         """Every matching paper, best first, past the 10,000-hit window (``search_after``, no snippets)."""
-        body = {"query": compile_query(query, self.bm25.field_weights, "section_types"),
+        body = {"query": compile_query(query, self._paper_fields(), "section_types"),
                 "_source": ["pmcid", "title", "abstract", "year", "journal"]}
         for h in self._export("papers", body, "pmcid", batch_size):
             yield self._paper_hit(h, query)
@@ -475,12 +506,16 @@ class ClusterEngine:
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """The published index's k1/b (an index keeps those it was created with, whatever is configured now; the
         cluster's defaults, tantivy's constants, for one without ours; the configured ones before the first
-        publish) and the configured field weights."""
+        publish) and the field weights its papers were written with (the configured ones for an index before the
+        one-field layout, where they are query-time boosts)."""
         try:
-            k1, b = self._similarity_of(self._live_index(kind)) or (BM25_K1, BM25_B)
+            live = self._live_index(kind)
+            k1, b = self._similarity_of(live) or (BM25_K1, BM25_B)
+            weights = self._weights_of(self._live_index("papers")) if kind == "papers" else None
         except IndexMissing:
-            k1, b = self.bm25.k1, self.bm25.b
-        return self.bm25.model_copy(update={"k1": k1, "b": b}).report(kind)
+            (k1, b), weights = (self.bm25.k1, self.bm25.b), None
+        return self.bm25.model_copy(update={"k1": k1, "b": b, "field_weights": weights or self.bm25.field_weights}
+                                    ).report(kind)
 
     def stats(self) -> IndexStats:
         terms = self._term_counts()

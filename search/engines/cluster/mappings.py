@@ -4,6 +4,12 @@ builds and terms, and the conversion of a paper to its document and back.
 Analysis is the pattern tokenizers, lowercase and Snowball English (the analysis-common module), scored with BM25
 (k1=1.2, b=0.75 unless the collection sets its own) as in the embedded engine, so that both rank alike
 (``tests/engines/test_parity.py``).
+
+Papers are searched on one field, ``text`` (as the embedded engine's layout 5): title, abstract and body each copy
+themselves into it once (``copy_to``), and a document carries the further repetitions its collection's field weights
+ask for (title 2: one more title). ``text`` is left out of ``_source``; title, abstract and body stay indexed for
+highlights (and for builds before ``text``, searched per field). The papers index's ``_meta`` records the layout and
+the weights it was written with, what the engine reports and checks before resuming a build.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from search.core.models import Paper, Section
-from search.core.query import BM25_B, BM25_K1
+from search.core.query import BM25_B, BM25_K1, recorded_weights
 from search.text import analysis
 from search.text.term_search import FIELD_BOOSTS as TERM_FIELDS
 
@@ -63,12 +69,36 @@ _KEYWORD = {"type": "keyword"}
 _INT = {"type": "integer"}
 _STORED_INT = {"type": "integer", "index": False, "doc_values": False}
 
-PAPER_MAPPING: dict[str, Any] = {"dynamic": "strict", "properties": {
-    "pmcid": _KEYWORD, "pmid": _KEYWORD, "doi": _KEYWORD, "year": _INT, "journal": _KEYWORD,
-    "title": _text_field(), "abstract": _text_field(), "body": _text_field(), "section_types": _KEYWORD,
-    # section structure without the text: paragraph lengths cut ``body`` back into paragraphs (no second copy)
-    "sections": {"type": "object", "enabled": False},
-}}
+#: the papers layout whose indices hold the one ``text`` field (``_meta.layout``); older ones are searched per field
+ONE_FIELD_LAYOUT = 5
+
+
+def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
+    """The papers mapping of a collection whose field weights are ``repeats`` (``Bm25Params.repeats``)."""
+    def copied() -> dict[str, Any]:
+        return {**_text_field(), "copy_to": "text"}
+
+    text = _text_field()
+    for spec in (text, text["fields"]["s"]):
+        spec["index_options"] = "positions"   # searched, never highlighted: no offsets
+    return {"dynamic": "strict", "_source": {"excludes": ["text"]},
+            "_meta": {"layout": ONE_FIELD_LAYOUT, "field_weights": dict(repeats)},
+            "properties": {
+                "pmcid": _KEYWORD, "pmid": _KEYWORD, "doi": _KEYWORD, "year": _INT, "journal": _KEYWORD,
+                "title": copied(), "abstract": copied(), "body": copied(), "text": text, "section_types": _KEYWORD,
+                # section structure without the text: paragraph lengths cut ``body`` back into paragraphs
+                "sections": {"type": "object", "enabled": False},
+            }}
+
+
+def written_weights(mapping: dict[str, Any]) -> dict[str, float] | None:
+    """The field weights a papers index was written with (from ``GET <index>/_mapping``'s entry), or None for an
+    index before the one-field layout (searched per field, with the configured weights)."""
+    meta = mapping.get("mappings", {}).get("_meta") or {}
+    layout = meta.get("layout")
+    if not isinstance(layout, int) or layout < ONE_FIELD_LAYOUT:
+        return None
+    return recorded_weights(meta.get("field_weights"))
 PASSAGE_MAPPING: dict[str, Any] = {"dynamic": "strict", "properties": {
     "id": _KEYWORD, "pmcid": _KEYWORD, "year": _INT, "section_type": _KEYWORD, "section_index": _STORED_INT,
     "paragraph_index": _STORED_INT, "start": _STORED_INT, "end": _STORED_INT, "text": _text_field(),
@@ -88,9 +118,14 @@ def term_mapping() -> dict[str, Any]:
 
 
 
-def paper_doc(p: Paper) -> dict[str, Any]:
+def paper_doc(p: Paper, repeats: dict[str, int] | None = None) -> dict[str, Any]:
+    """A paper's document: ``copy_to`` writes each field into ``text`` once, ``text`` carries the repetitions
+    beyond that."""
     doc = p.model_dump(exclude={"sections"}, exclude_none=True)
     doc["body"] = p.body_text()
+    extra = [doc.get(f, "") for f, n in (repeats or {}).items() for _ in range(n - 1)]
+    if extra := [t for t in extra if t]:
+        doc["text"] = extra
     doc["section_types"] = p.section_types()
     doc["sections"] = [{"type": s.type, "title": s.title, "lengths": [len(x) for x in s.paragraphs]}
                        for s in p.sections]
@@ -107,4 +142,5 @@ def paper_from_doc(doc: dict[str, Any]) -> Paper:
             pos += n + 2
         sections.append(Section(type=s["type"], title=s.get("title"), paragraphs=paragraphs))
     doc.pop("section_types", None)
+    doc.pop("text", None)
     return Paper(**doc, sections=sections)

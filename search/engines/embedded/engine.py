@@ -32,6 +32,12 @@ Layout 4 indexes the symbol view without positions (term frequencies and lengths
 same): a symbol-view clause is one token (``search.retrieval.planner``: symbols are single tokens, and every phrase
 is read in the word view), so positions there were never read. A phrase asked of the symbol view of such a build is
 matched as all of its tokens.
+
+Layout 5 indexes a paper as one field per view, ``text_w``/``text_s``: its title, abstract and body as separate
+values (no phrase spans two), each written as many times as the collection's field weight says (``Bm25Params.repeats``,
+kept in ``build.json``). A word then has one document frequency and one saturation over the whole paper, where the
+per-field fields before scored a word rare in titles as rare even when every body has it (docs/search.md, "Scoring").
+Builds of layouts 1-4 are still served, per field, with the configured weights as query-time boosts.
 """
 
 from __future__ import annotations
@@ -66,7 +72,15 @@ from search.core.models import (
     TermHit,
 )
 from search.core.names import check_collection
-from search.core.query import FIELD_BOOSTS, PASSAGE_WEIGHTS, Bm25Params, Clause, EngineQuery
+from search.core.query import (
+    FIELD_BOOSTS,
+    PAPER_TEXT,
+    PASSAGE_WEIGHTS,
+    Bm25Params,
+    Clause,
+    EngineQuery,
+    recorded_weights,
+)
 from search.engines.embedded import paper_store
 from search.engines.embedded.match import any_of
 from search.engines.embedded.paper_store import PaperStore, StoredPaper
@@ -81,7 +95,9 @@ DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 4
+LAYOUT = 5
+#: the first layout whose papers are one field (``text``); older builds are searched per field
+ONE_FIELD_LAYOUT = 5
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
 #: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory.
 #: 128 MB: a full FlyAOC-size build (16,898 papers, 2 cores) allocated 571 MiB at its peak instead of 1.36 GiB with
@@ -103,8 +119,7 @@ def _paper_schema() -> tantivy.Schema:
     sb.add_text_field("pmcid", stored=True, tokenizer_name="raw")
     sb.add_integer_field("year", stored=False, indexed=True, fast=True)
     sb.add_text_field("section_types", stored=False, tokenizer_name="raw")
-    for f in FIELD_BOOSTS:
-        _add_views(sb, f)
+    _add_views(sb, "text")   # title, abstract and body, each repeated by its field weight (layout 5)
     sb.add_bytes_field("head", stored=True, indexed=False)  # PaperHead JSON
     return sb.build()
 
@@ -299,8 +314,11 @@ class EmbeddedBuild:
     """
 
     def __init__(self, collection_dir: Path, fingerprint: str, resume: bool,
-                 min_publish_share: float = MIN_PUBLISH_SHARE, threads: int | None = None):
+                 min_publish_share: float = MIN_PUBLISH_SHARE, threads: int | None = None,
+                 repeats: dict[str, int] | None = None):
         self._dir = collection_dir
+        #: how many times title, abstract and body go into the ``text`` field (the collection's field weights)
+        self.repeats = dict(repeats or Bm25Params().repeats())
         self._mutex = threading.RLock()
         self.is_open = False
         self.min_publish_share = min_publish_share
@@ -328,7 +346,7 @@ class EmbeddedBuild:
             self.id = found or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
             self.path = collection_dir / "builds" / self.id
             self._meta = {"fingerprint": fingerprint, "layout": LAYOUT, "status": "building", "state": self.state,
-                          "created": time.time()}
+                          "field_weights": self.repeats, "created": time.time()}
             self._drop_abandoned()
             self._papers = _open_index(self.path / "papers", "papers", create=True)
             self._passages = _open_index(self.path / "passages", "passages", create=True)
@@ -346,8 +364,9 @@ class EmbeddedBuild:
     def _find_resumable(self, fingerprint: str) -> tuple[str | None, dict[str, Any]]:
         for meta_file in sorted((self._dir / "builds").glob("*/build.json"), reverse=True):
             meta = _read_meta(meta_file)
+            # a build written with other field weights would mix two scorings: not resumed (and removed below)
             if meta and meta.get("status") == "building" and meta.get("fingerprint") == fingerprint \
-                    and meta.get("layout") == LAYOUT:
+                    and meta.get("layout") == LAYOUT and meta.get("field_weights") == self.repeats:
                 return meta_file.parent.name, meta.get("state", {})
         return None, {}
 
@@ -379,10 +398,14 @@ class EmbeddedBuild:
         sw.delete_documents_by_term("pmcid", pr.pmcid)
         paper_store.put(db, pr.pmcid, pr.stored)
         abstract, body = pr.passages[:pr.abstract_passages], pr.passages[pr.abstract_passages:]
-        doc = tantivy.Document(pmcid=pr.pmcid, head=pr.head, title_w=pr.title[0], title_s=pr.title[1],
-                               abstract_w=" ".join(p.word for p in abstract),
-                               abstract_s=" ".join(p.symbol for p in abstract),
-                               body_w=" ".join(p.word for p in body), body_s=" ".join(p.symbol for p in body))
+        doc = tantivy.Document(pmcid=pr.pmcid, head=pr.head)
+        fields = {"title": pr.title,
+                  "abstract": (" ".join(p.word for p in abstract), " ".join(p.symbol for p in abstract)),
+                  "body": (" ".join(p.word for p in body), " ".join(p.symbol for p in body))}
+        for field, (word, symbol) in fields.items():
+            for _ in range(self.repeats[field] if word else 0):   # separate values: no phrase spans two
+                doc.add_text("text_w", word)
+                doc.add_text("text_s", symbol)
         for st in pr.section_types:
             doc.add_text("section_types", st)
         if pr.year is not None:
@@ -488,6 +511,12 @@ class _Reader:
     def __init__(self, build_dir: Path, build_id: str):
         self.build = build_id
         self.path = build_dir
+        meta = _read_meta(build_dir / "build.json") or {}
+        one_field = isinstance(meta.get("layout"), int) and meta["layout"] >= ONE_FIELD_LAYOUT
+        #: the fields paper queries run on (None: the build is per field, searched with the configured weights) and
+        #: the field weights the build was written with
+        self.paper_fields: dict[str, float] | None = PAPER_TEXT if one_field else None
+        self.weights: dict[str, float] | None = recorded_weights(meta.get("field_weights")) if one_field else None
         self.papers = _open_index(build_dir / "papers", "papers")
         self.passages = _open_index(build_dir / "passages", "passages")
         self.paper_schema = self.papers.schema
@@ -528,7 +557,8 @@ class EmbeddedEngine:
                  min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None,
                  field_weights: dict[str, float] | None = None):
         self.data_dir = Path(data_dir)
-        #: the collection's paper field weights (query-time boosts); k1 and b are tantivy's, which nothing changes
+        #: the collection's paper field weights (written by its next build; query-time boosts for builds before the
+        #: one-field layout); k1 and b are tantivy's, which nothing changes
         self.bm25 = Bm25Params(field_weights={f: (field_weights or {}).get(f, w) for f, w in FIELD_BOOSTS.items()})
         self.collection = collection
         self.min_publish_share = min_publish_share
@@ -544,7 +574,8 @@ class EmbeddedEngine:
         return _prepare
 
     def open_build(self, fingerprint: str, resume: bool = True) -> EmbeddedBuild:
-        return EmbeddedBuild(self.dir, fingerprint, resume, self.min_publish_share, self.index_threads)
+        return EmbeddedBuild(self.dir, fingerprint, resume, self.min_publish_share, self.index_threads,
+                             self.bm25.repeats())
 
     # ---- read side --------------------------------------------------------------------------------------------
     def _read(self) -> _Reader:
@@ -657,11 +688,12 @@ class EmbeddedEngine:
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        q = self._compile(query, r.paper_schema, self.bm25.field_weights, "section_types")
+        fields = r.paper_fields or self.bm25.field_weights
+        q = self._compile(query, r.paper_schema, fields, "section_types")
         res = r.paper_searcher.search(q, limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
-        matched = self._matched(r.paper_searcher, r.paper_schema, query, self.bm25.field_weights, "pmcid",
+        matched = self._matched(r.paper_searcher, r.paper_schema, query, fields, "pmcid",
                                 [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
         best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
@@ -722,7 +754,10 @@ class EmbeddedEngine:
             yield p, titles.get(p.pmcid, "")
 
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
-        return self.bm25.report(kind)
+        """The parameters in force: the published build's field weights (what it was written with; the configured
+        ones apply from the next build), the configured ones before the first build or for a per-field build."""
+        weights = self._read().weights if self.has_index() else None
+        return (self.bm25.model_copy(update={"field_weights": weights}) if weights else self.bm25).report(kind)
 
     def stats(self) -> IndexStats:
         terms = self._term_index().counts() if (self.data_dir / "terms").exists() else {}

@@ -1,0 +1,54 @@
+"""Papers are scored as one field (#15): a word has one document frequency and one saturation over title, abstract and
+body, so a word common in bodies does not score as rare because few titles hold it; repeating the title for its
+weight creates no phrase across the repetitions. Both engines."""
+
+from __future__ import annotations
+
+import pytest
+
+from search.core.config import Settings
+from search.core.models import Paper, Section
+from search.engines import Engine, open_engine
+from search.retrieval.planner import plan
+from search.text.passages import split_passages
+
+from helpers import build_index
+
+_FILLER = "Cells were imaged and the protein levels quantified in each disc. "
+
+
+def _paper(n: int, title: str, body: str) -> Paper:
+    return Paper(pmcid=f"PMC7000{n:02d}", title=title, abstract="Imaginal disc growth was measured.",
+                 sections=[Section(type="RESULTS", paragraphs=[body])])
+
+
+#: "protein" is in every body but one title; the older name "decapentaplegic protein" is in one body. Scored per
+#: field, the title's rare "protein" (weight 3) outranked the body's "decapentaplegic": the kinase paper came first.
+TARGET = _paper(1, "Growth of the wing disc", _FILLER * 6 + "The decapentaplegic protein spreads from the stripe.")
+KINASE = _paper(2, "Atypical protein kinase C in epithelia", "Cells were imaged and junctions were scored.")
+OTHERS = [_paper(n, f"Disc study {n}", _FILLER * 8) for n in range(3, 12)]
+REPEATED = _paper(20, "Notch signalling", "Lateral inhibition in the notum.")
+CORPUS = [TARGET, KINASE, *OTHERS, REPEATED]
+
+
+def _check(engine: Engine) -> None:
+    hits = engine.search_papers(plan("decapentaplegic protein"), limit=3).hits
+    assert hits[0].pmcid == TARGET.pmcid, [h.pmcid for h in hits]
+    # the title is written twice (weight 2): as two values, so no phrase runs from its end into its start
+    assert engine.search_papers(plan('"signalling notch"')).total == 0
+    assert engine.search_papers(plan('"notch signalling"')).hits[0].pmcid == REPEATED.pmcid
+
+
+def test_embedded_scores_a_paper_as_one_field(tmp_path):
+    _check(build_index(tmp_path, CORPUS))
+
+
+@pytest.mark.cluster
+def test_cluster_scores_a_paper_as_one_field(cluster_settings: Settings):
+    engine = open_engine(cluster_settings)
+    build = engine.open_build("one-field", resume=False)
+    for p in CORPUS:
+        build.add(p, split_passages(p))
+    build.commit({})
+    build.publish()
+    _check(engine)
