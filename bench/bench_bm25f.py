@@ -1,14 +1,14 @@
 """Would cross-field scoring (BM25F) close the older-gene-name gap to FlyAOC's rank_bm25? (issue #15)
 
-The embedded engine scores each paper field on its own (tantivy: one IDF and one length norm per field, the field
-scores summed with weights title 3, abstract 2, body 1). BM25F scores the weighted fields as one document: one IDF
-(documents holding the term anywhere), one saturation over ``Σ w_f · tf_f / norm_f``. Neither engine can do the
-second without a new index layout, so this script scores both ways *outside* the engines, over the same tokens
-(``search.text.analysis``, both views), the same planned queries (``search.retrieval.planner.plan`` with the corpus
-lexicon's fold set, as ``bench_indexing.flysift_queries`` calls it) and the same generated corpora, beside
-rank_bm25 (FlyAOC's ``BM25Okapi`` over its whitespace tokens). The per-field column is the check: it should land
-near the engine's own recall from ``bench_indexing.py`` on the same corpus (tantivy's one-byte length norms and
-phrase scoring differ slightly).
+The engines scored each paper field on its own until their one-field layout (tantivy: one IDF and one length norm per
+field, the field scores summed with weights title 3, abstract 2, body 1). BM25F scores the weighted fields as one
+document: one IDF (documents holding the term anywhere), one saturation over ``Σ w_f · tf_f / norm_f``. This script,
+which chose the one-field layout the engines now have (the third scoring below), scores all three ways *outside*
+the engines, over the same tokens (``search.text.analysis``, both views), the same planned queries
+(``search.retrieval.planner.plan`` with the corpus lexicon's fold set, as ``bench_indexing.flysift_queries`` calls
+it) and the same generated corpora, beside rank_bm25 (FlyAOC's ``BM25Okapi`` over its whitespace tokens). The
+per-field column was the check that the simulation is faithful: it landed on the per-field engines' own recall from
+``bench_indexing.py`` on the same corpus (tantivy's one-byte length norms and phrase scoring differ slightly).
 
     .venv/bin/python bench/bench_bm25f.py --work bench-work/indexing --sizes 2000,4000 --ir ../shared/data/ir
         [--bm25f-weights title=2,abstract=1,body=1] [--json out.json]
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_embedded import ensure_corpus, flyaoc_tokens, gene_queries, quality  # noqa: E402
 from indexer.synthetic import read_genes_tsv  # noqa: E402
-from search.core.query import FIELD_BOOSTS  # noqa: E402
+from search.core.query import FIELD_BOOSTS  # noqa: E402  (the field names; the default weights are BM25F_WEIGHTS')
 from search.retrieval.planner import plan  # noqa: E402
 from search.text.analysis import analyze  # noqa: E402
 from search.text.lexicon import Lexicon  # noqa: E402
@@ -107,15 +107,17 @@ def units(query) -> list[tuple[str, list[str], float]]:
     return out
 
 
-#: BM25F's field weights (``--bm25f-weights``). Not the engines' per-field 3 / 2 / 1: inside one saturation an
-#: abstract weight of 2 acts as a halved k1 on every title-less collection (MED and NFCorpus lose 0.018 and 0.008
-#: nDCG@10 with it); title 2, abstract 1, body 1 keeps them equal
+#: the query-time field weights of the engines' per-field layout (before the one-field layout)
+PER_FIELD_BOOSTS = {"title": 3.0, "abstract": 2.0, "body": 1.0}
+#: BM25F's field weights (``--bm25f-weights``; the engines' defaults now). Not the per-field 3 / 2 / 1: inside one
+#: saturation an abstract weight of 2 acts as a halved k1 on every title-less collection (MED and NFCorpus lose
+#: 0.018 and 0.008 nDCG@10 with it); title 2, abstract 1, body 1 keeps them equal
 BM25F_WEIGHTS = {"title": 2.0, "abstract": 1.0, "body": 1.0}
 
 
 #: the scorings compared: the engines' per-field sum, BM25F (per-field length norms, one saturation), and one field
 #: holding every field's tokens, each field repeated its weight's times (what an index can hold)
-SCORINGS = {"per-field (as the engines score)": "per-field", "BM25F (one document)": "bm25f",
+SCORINGS = {"per-field (as the engines scored)": "per-field", "BM25F (one document)": "bm25f",
             "one field, fields repeated by weight": "repeated"}
 
 
@@ -131,7 +133,7 @@ def score(corpus: Corpus, query, how: str) -> np.ndarray:
                 if not df:
                     continue
                 norm = K1 * (1 - B + B * corpus.length[view, f] / corpus.avg[view, f])
-                total += boost * FIELD_BOOSTS[f] * idf(df, corpus.n) * tf * (K1 + 1) / (tf + norm)
+                total += boost * PER_FIELD_BOOSTS[f] * idf(df, corpus.n) * tf * (K1 + 1) / (tf + norm)
             continue
         df = float(np.count_nonzero(np.sum([tfs[f] for f in FIELDS], axis=0)))
         if not df:
