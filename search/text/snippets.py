@@ -2,7 +2,8 @@
 
 Computed in Python from the stored text (tantivy's own snippet generator ignores custom tokenizers), so the
 highlight of ``Dl`` never lights up ``dl``: symbol clauses match case-sensitively on symbol tokens, word clauses
-match stems on word tokens.
+match stems on word tokens. Both engines make paper snippets here (``paper_snippets``); the cluster engine's passage
+snippets come from its highlighter.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from functools import lru_cache
 
 import regex
 
-from search.core.models import Snippet
+from search.core.models import Passage, Snippet
 from search.core.query import Clause
 from search.text.analysis import SYMBOL_PATTERN, WORD_PATTERN, symbol_spans, word_spans
 
@@ -107,3 +108,10 @@ class Highlighter:
         frag = text[start:end]
         hl = [(s - start, e - start) for s, e in spans if s >= start and e <= end]
         return Snippet(field=field, text=frag, highlights=hl)
+
+
+def paper_snippets(hl: Highlighter, title: str, abstract: str, best: Passage | None) -> list[Snippet]:
+    """A paper hit's snippets, in both engines: its title, the abstract it shows, and its best-scoring passage
+    (named by its id), each where the query's terms occur."""
+    texts = [("title", title), ("abstract", abstract)] + ([(best.id, best.text)] if best else [])
+    return [s for field, text in texts if (s := hl.snippet(field, text))]

@@ -9,10 +9,11 @@ import pytest
 from search.core.config import Settings
 from search.core.models import Paper, Section
 from search.engines import Engine, open_engine
+from search.engines.cluster.mappings import _text_field, paper_doc, paper_mapping
 from search.retrieval.planner import plan
 from search.text.passages import split_passages
 
-from helpers import build_index
+from helpers import ClusterNode, build_index
 
 _FILLER = "Cells were imaged and the protein levels quantified in each disc. "
 
@@ -52,3 +53,30 @@ def test_cluster_scores_a_paper_as_one_field(cluster_settings: Settings):
     build.commit({})
     build.publish()
     _check(engine)
+
+
+@pytest.mark.cluster
+def test_cluster_serves_a_per_field_index_then_the_one_field_build_that_replaces_it(cluster_settings: Settings,
+                                                                                      cluster_node: ClusterNode):
+    """After an upgrade the published per-field index keeps serving (the configured weights as boosts); a process
+    that read that layout and meets the one-field build published since searches it at once (read again, retried)."""
+    engine = open_engine(cluster_settings)
+    legacy = f"{engine.base}-papers-20200101-000000-legacy"   # the papers mapping before ``text``
+    props = {**paper_mapping({"title": 1, "abstract": 1, "body": 1})["properties"],
+             **{f: _text_field() for f in ("title", "abstract", "body")}}
+    del props["text"]
+    cluster_node.call("PUT", f"/{legacy}", {"settings": engine._index_settings(),
+                                            "mappings": {"dynamic": "strict", "properties": props}})
+    for p in CORPUS:
+        cluster_node.call("PUT", f"/{legacy}/_doc/{p.pmcid}", paper_doc(p))
+    cluster_node.call("POST", f"/{legacy}/_refresh")
+    cluster_node.call("POST", "/_aliases", {"actions": [{"add": {"index": legacy, "alias": engine.alias("papers")}}]})
+
+    assert engine.search_papers(plan("decapentaplegic protein")).hits[0].pmcid == KINASE.pmcid   # per field
+    assert engine.bm25_parameters()["field_weights"] == {"title": 2.0, "abstract": 1.0, "body": 1.0}
+    build = engine.open_build("one-field", resume=False)
+    for p in CORPUS:
+        build.add(p, split_passages(p))
+    build.commit({})
+    build.publish()
+    _check(engine)   # within the layout's lifetime: the refused per-field query was read again and retried

@@ -64,6 +64,8 @@ from search.engines.cluster.mappings import (
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
 from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
 from search.engines.guards import BuildRefused, publish_refusal
+from search.text.analysis import stem
+from search.text.snippets import Highlighter, paper_snippets
 from search.text.term_search import engine_score, term_hit
 
 EXPORT_BATCH = 1000
@@ -76,7 +78,7 @@ log = logging.getLogger(__name__)
 
 
 #: seconds a search trusts what it read of the published papers index's layout (one ``_mapping`` request per period;
-#: for that long after a publish, a process may search the new build per field, which its fields still allow)
+#: a per-field query that meets a one-field build published since is read again and retried at once)
 LAYOUT_TTL_S = 10.0
 
 
@@ -232,11 +234,11 @@ class ClusterEngine:
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
-                 what: str | None = None) -> Any:
+                 what: str | None = None, ndjson: bool = False) -> Any:
         """A request whose 429/5xx answers mean 'try later' (503 + Retry-After) and whose 404 on an alias means
         'no index yet'."""
         try:
-            return self.t.request(method, path, body, params, what=what or f"{method} {path}")
+            return self.t.request(method, path, body, params, ndjson=ndjson, what=what or f"{method} {path}")
         except ClusterRequestError as e:
             if e.http_status in RETRYABLE:
                 raise Unavailable(f"The search cluster is overloaded or recovering ({e.message}). Retry later.",
@@ -412,13 +414,13 @@ class ClusterEngine:
         t0 = time.perf_counter()
         # ties by pmcid, as the export pages them: the order of equal scores must not depend on which bulk request
         # (several run in parallel) reached the shard first
-        body = {"query": compile_query(query, self._paper_fields(), "section_types"), "from": offset,
-                "size": limit, "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
-                "_source": ["pmcid", "title", "abstract", "year", "journal"]}
-        if snippets:   # from each field, for the clauses' terms in it (the query itself searches ``text``)
-            body["highlight"] = highlight(query, self.bm25.field_weights, per_field=True)
-        res = self._search("papers", body)
+        res = self._search_papers(lambda fields: {
+            "query": compile_query(query, fields, "section_types"), "from": offset, "size": limit,
+            "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
+            "_source": ["pmcid", "title", "abstract", "year", "journal"]})
         hits = [self._paper_hit(h, query) for h in res["hits"]["hits"]]
+        if snippets:
+            self._add_snippets(hits, query)
         return PaperSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -434,16 +436,47 @@ class ClusterEngine:
         return PassageSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
+    def _search_papers(self, body: Callable[[dict[str, float]], dict[str, Any]], index: str | None = None
+                       ) -> dict[str, Any]:
+        """A papers search whose body is made for the fields the published layout searches (``_paper_fields``). A
+        per-field query on a one-field build published since the layout was read is refused by the cluster (its
+        fields are not indexed): the layout is read again and the search retried once."""
+        path = f"/{index or self.alias('papers')}/_search"
+        try:
+            return self._request("POST", path, body(self._paper_fields()), what="searching papers")
+        except ClusterRequestError as e:
+            if self._layout is None or self._layout[1] or "not indexed" not in e.message:
+                raise
+            self._layout = None
+            return self._request("POST", path, body(self._paper_fields()), what="searching papers")
+
+    def _add_snippets(self, hits: list[PaperHit], query: EngineQuery) -> None:
+        """Paper snippets as the embedded engine makes them (``search.text.snippets.paper_snippets``): from the
+        title, the abstract shown and the paper's best passage (one ``_msearch`` for the page)."""
+        if not hits:
+            return
+        ndjson = ""
+        for h in hits:
+            scoped = query.model_copy(update={"filters": query.filters.model_copy(update={"pmcids": [h.pmcid]})})
+            ndjson += "{}\n" + json.dumps({"query": compile_query(scoped, PASSAGE_FIELDS, "section_type"), "size": 1,
+                                            "sort": [{"_score": "desc"}, {"id": "asc"}]}) + "\n"
+        answers = self._request("POST", f"/{self.alias('passages')}/_msearch", ndjson, what="best passages",
+                                ndjson=True)
+        hl = Highlighter(query.clauses, stem)
+        for h, res in zip(hits, answers["responses"], strict=True):
+            found = res.get("hits", {}).get("hits", []) if "error" not in res else []
+            best = Passage(**found[0]["_source"]) if found else None
+            h.snippets = paper_snippets(hl, h.title, h.abstract, best)
+
     @staticmethod
     def _matched(hit: dict[str, Any], query: EngineQuery) -> list[str]:
         names = hit.get("matched_queries") or []
         return [c.name for c in query.named() if c.name is not None and c.name in names]
 
     def _paper_hit(self, h: dict[str, Any], query: EngineQuery) -> PaperHit:
-        s, hl = h["_source"], h.get("highlight", {})
-        snips = [x for x in (snippet(f, hl) for f in self.bm25.field_weights) if x]
+        s = h["_source"]
         return PaperHit(pmcid=s["pmcid"], title=s.get("title", ""), abstract=s.get("abstract", "")[:500],
-                        year=s.get("year"), journal=s.get("journal"), score=h["_score"] or 0.0, snippets=snips,
+                        year=s.get("year"), journal=s.get("journal"), score=h["_score"] or 0.0,
                         matched=self._matched(h, query))
 
     def _passage_hit(self, h: dict[str, Any], query: EngineQuery) -> PassageHit:
@@ -455,6 +488,7 @@ class ClusterEngine:
 
     def export_papers(self, query: EngineQuery, batch_size: int = EXPORT_BATCH) -> Iterator[PaperHit]:
         """Every matching paper, best first, past the 10,000-hit window (``search_after``, no snippets)."""
+        self._layout = None   # read the layout now: an export pages one index for a long time
         body = {"query": compile_query(query, self._paper_fields(), "section_types"),
                 "_source": ["pmcid", "title", "abstract", "year", "journal"]}
         for h in self._export("papers", body, "pmcid", batch_size):

@@ -7,9 +7,11 @@ Analysis is the pattern tokenizers, lowercase and Snowball English (the analysis
 
 Papers are searched on one field, ``text`` (as the embedded engine's layout 5): title, abstract and body each copy
 themselves into it once (``copy_to``), and a document carries the further repetitions its collection's field weights
-ask for (title 2: one more title). ``text`` is left out of ``_source``; title, abstract and body stay indexed for
-highlights (and for builds before ``text``, searched per field). The papers index's ``_meta`` records the layout and
-the weights it was written with, what the engine reports and checks before resuming a build.
+ask for (title 2: one more title). ``text`` is left out of ``_source``; title, abstract and body are kept in
+``_source`` only, not indexed (paper snippets are highlighted from the stored text, as in the embedded engine). The
+papers index's ``_meta`` records the layout and the weights it was written with, what the engine reports and checks
+before resuming a build. Papers indices from before ``text`` index each field in both views and are searched per
+field.
 """
 
 from __future__ import annotations
@@ -75,15 +77,7 @@ ONE_FIELD_LAYOUT = 5
 
 def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
     """The papers mapping of a collection whose field weights are ``repeats`` (``Bm25Params.repeats``)."""
-    def copied() -> dict[str, Any]:
-        """Title, abstract, body: highlighted, no longer searched. Positions for the highlight queries' phrases, no
-        offsets (the highlighter analyses the stored text again): 12 % less index at 1,000 papers (320 → 281 MiB)
-        for 12 % slower snippets (p50 103 → 115 ms; docs/benchmarks.md, "Cluster")."""
-        field = {**_text_field(), "copy_to": "text"}
-        for spec in (field, field["fields"]["s"]):
-            spec["index_options"] = "positions"
-        return field
-
+    copied = {"type": "text", "index": False, "copy_to": "text"}   # in _source, searched through ``text``
     text = _text_field()
     for spec in (text, text["fields"]["s"]):
         spec["index_options"] = "positions"   # searched, never highlighted: no offsets
@@ -91,7 +85,7 @@ def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
             "_meta": {"layout": ONE_FIELD_LAYOUT, "field_weights": dict(repeats)},
             "properties": {
                 "pmcid": _KEYWORD, "pmid": _KEYWORD, "doi": _KEYWORD, "year": _INT, "journal": _KEYWORD,
-                "title": copied(), "abstract": copied(), "body": copied(), "text": text, "section_types": _KEYWORD,
+                "title": copied, "abstract": copied, "body": copied, "text": text, "section_types": _KEYWORD,
                 # section structure without the text: paragraph lengths cut ``body`` back into paragraphs
                 "sections": {"type": "object", "enabled": False},
             }}

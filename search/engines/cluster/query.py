@@ -1,5 +1,5 @@
-"""The engine-neutral ``EngineQuery`` as query DSL, and highlights back as ``Snippet``s (mirrors the embedded engine's
-``_compile``, so both engines match the same documents)."""
+"""The engine-neutral ``EngineQuery`` as query DSL, and passage highlights back as ``Snippet``s (mirrors the embedded
+engine's ``_compile``, so both engines match the same documents; paper snippets come from ``search.text.snippets``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from search.core.models import Snippet
-from search.core.query import Clause, EngineQuery, Filters
+from search.core.query import Clause, EngineQuery
 from search.text import analysis
 
 PASSAGE_FIELDS = {"text": 1.0}
@@ -65,17 +65,11 @@ def _clause(clause: Clause, fields: dict[str, float]) -> dict[str, Any]:
     return q
 
 
-def highlight(query: EngineQuery, fields: Iterable[str], per_field: bool = False) -> dict[str, Any]:
-    """Highlights of ``fields`` in the clauses' views; ``per_field``: each field highlighted for the clauses asked
-    of it alone (papers are searched on ``text``, whose terms a title's highlighter would not see)."""
+def highlight(query: EngineQuery, fields: Iterable[str]) -> dict[str, Any]:
     views = {c.view for c in query.clauses}
-    spec: dict[str, dict[str, Any]] = {}
-    for f in fields:
-        own = {"highlight_query": compile_query(query.model_copy(update={"filters": Filters()}), {f: 1.0}, "")} \
-            if per_field else {}
-        spec.update({f + VIEW_SUBFIELD[v]: own for v in ("word", "symbol") if v in views})
     return {"type": "unified", "pre_tags": [PRE], "post_tags": [POST], "fragment_size": SNIPPET_CHARS,
-            "number_of_fragments": 1, "require_field_match": True, "fields": spec}
+            "number_of_fragments": 1, "require_field_match": True,
+            "fields": {f + VIEW_SUBFIELD[v]: {} for f in fields for v in ("word", "symbol") if v in views}}
 
 
 def snippet(field: str, highlight: dict[str, list[str]]) -> Snippet | None:

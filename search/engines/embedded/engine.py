@@ -88,7 +88,7 @@ from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
 from search.text.analysis import ANALYZERS, analyze, stem
 from search.text.passages import abstract_paragraphs
-from search.text.snippets import Highlighter
+from search.text.snippets import Highlighter, paper_snippets
 from search.text.tokens import PRE_ANALYZED, symbol_text, word_text
 
 DEFAULT_COLLECTION = "default"
@@ -699,12 +699,7 @@ class EmbeddedEngine:
         best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
         hits = []
         for score, pmcid, p in papers:
-            snips = []
-            if hl:
-                texts = [("title", p.title), ("abstract", p.abstract)]
-                if pmcid in best:
-                    texts.append((best[pmcid].id, best[pmcid].text))
-                snips = [s for field, text in texts if (s := hl.snippet(field, text))]
+            snips = paper_snippets(hl, p.title, p.abstract, best.get(pmcid)) if hl else []
             hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
                                  score=score, snippets=snips, matched=matched[pmcid]))
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
