@@ -80,3 +80,21 @@ def test_cluster_serves_a_per_field_index_then_the_one_field_build_that_replaces
     build.commit({})
     build.publish()
     _check(engine)   # within the layout's lifetime: the refused per-field query was read again and retried
+
+
+@pytest.mark.cluster
+def test_cluster_papers_written_more_than_once_come_back_as_they_went_in(cluster_settings: Settings):
+    """Repetitions beyond the first travel in the document's ``text`` (copy_to writes the first): a fetched paper is
+    the paper, without them, and the weights it was written with are reported."""
+    from search.core.config import CollectionSettings
+
+    table = CollectionSettings.model_validate({"field_weights": {"title": 3, "body": 2}})
+    engine = open_engine(cluster_settings.model_copy(update={"collections": {"default": table}}))
+    build = engine.open_build("repeated", resume=False)
+    for p in CORPUS:
+        build.add(p, split_passages(p))
+    build.commit({})
+    build.publish()
+    assert engine.get_paper(TARGET.pmcid) == TARGET
+    assert engine.bm25_parameters()["field_weights"] == {"title": 3.0, "abstract": 1.0, "body": 2.0}
+    assert engine.search_papers(plan("decapentaplegic protein")).hits[0].pmcid == TARGET.pmcid
