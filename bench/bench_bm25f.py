@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_embedded import ensure_corpus, flyaoc_tokens, gene_queries, quality  # noqa: E402
 from indexer.synthetic import read_genes_tsv  # noqa: E402
-from search.core.query import FIELD_BOOSTS  # noqa: E402  (the field names; the default weights are BM25F_WEIGHTS')
+from search.core.query import FIELD_BOOSTS, PER_FIELD_BOOSTS  # noqa: E402
 from search.retrieval.planner import plan  # noqa: E402
 from search.text.analysis import analyze  # noqa: E402
 from search.text.lexicon import Lexicon  # noqa: E402
@@ -107,8 +107,6 @@ def units(query) -> list[tuple[str, list[str], float]]:
     return out
 
 
-#: the query-time field weights of the engines' per-field layout (before the one-field layout)
-PER_FIELD_BOOSTS = {"title": 3.0, "abstract": 2.0, "body": 1.0}
 #: BM25F's field weights (``--bm25f-weights``; the engines' defaults now). Not the per-field 3 / 2 / 1: inside one
 #: saturation an abstract weight of 2 acts as a halved k1 on every title-less collection (MED and NFCorpus lose
 #: 0.018 and 0.008 nDCG@10 with it); title 2, abstract 1, body 1 keeps them equal

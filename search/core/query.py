@@ -20,6 +20,9 @@ from search.core.base import Model
 #: 0.949 / 0.977 against 0.909 / 0.944 for per-field scoring, IR nDCG unchanged; ``bench/bench_bm25f.py``). Builds
 #: before the one-field layout kept one field each and read these as query-time boosts.
 FIELD_BOOSTS: dict[str, float] = {"title": 2.0, "abstract": 1.0, "body": 1.0}
+#: the query-time boosts a build from before the one-field layout is searched with when the collection keeps the
+#: default weights (the defaults of that layout: its ranking does not change until the next build)
+PER_FIELD_BOOSTS: dict[str, float] = {"title": 3.0, "abstract": 2.0, "body": 1.0}
 #: the most times a field may be repeated: each repetition adds that field's postings to the index again
 MAX_FIELD_REPEAT = 5
 #: the one field papers are searched on (and passages, which have only their text)
@@ -46,6 +49,11 @@ class Bm25Params(Model):
         """How many times each field goes into a paper's ``text`` field (the configuration allows whole numbers
         only; a weight from an older build's report is rounded, never below 1)."""
         return {f: max(1, min(MAX_FIELD_REPEAT, round(w))) for f, w in self.field_weights.items()}
+
+    def per_field(self) -> dict[str, float]:
+        """The boosts a per-field build (before the one-field layout) is searched with: the collection's weights, or
+        that layout's own defaults where they are the defaults."""
+        return dict(PER_FIELD_BOOSTS) if self.field_weights == FIELD_BOOSTS else dict(self.field_weights)
 
     def report(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """As ``explain`` and ``/v1/stats`` report them: passages have their one text field."""

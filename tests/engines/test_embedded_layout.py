@@ -208,6 +208,8 @@ def test_a_per_field_build_is_still_searched_per_field_with_the_configured_weigh
     assert title.search_papers(plan("wingless")).hits[0].pmcid == in_title.pmcid
     assert abstract.search_papers(plan("wingless")).hits[0].pmcid == in_abstract.pmcid
     assert title.bm25_parameters()["field_weights"] == {"title": 10, "abstract": 1, "body": 1}
+    # with the default weights, the per-field layout's own defaults: its ranking does not change until a rebuild
+    assert EmbeddedEngine(tmp_path).bm25_parameters()["field_weights"] == {"title": 3, "abstract": 2, "body": 1}
 
 
 def test_the_paper_store_caches_are_bounded(tmp_path, corpus, monkeypatch):

@@ -73,13 +73,15 @@ def test_cluster_serves_a_per_field_index_then_the_one_field_build_that_replaces
     cluster_node.call("POST", "/_aliases", {"actions": [{"add": {"index": legacy, "alias": engine.alias("papers")}}]})
 
     assert engine.search_papers(plan("decapentaplegic protein")).hits[0].pmcid == KINASE.pmcid   # per field
-    assert engine.bm25_parameters()["field_weights"] == {"title": 2.0, "abstract": 1.0, "body": 1.0}
+    # the per-field layout's own defaults while the collection keeps the defaults: its ranking does not change
+    assert engine.bm25_parameters()["field_weights"] == {"title": 3.0, "abstract": 2.0, "body": 1.0}
     build = engine.open_build("one-field", resume=False)
     for p in CORPUS:
         build.add(p, split_passages(p))
     build.commit({})
     build.publish()
     _check(engine)   # within the layout's lifetime: the refused per-field query was read again and retried
+    assert engine.bm25_parameters()["field_weights"] == {"title": 2.0, "abstract": 1.0, "body": 1.0}
 
 
 @pytest.mark.cluster

@@ -298,12 +298,12 @@ class ClusterEngine:
         return written_weights(next(iter(res.values()), {}))
 
     def _paper_fields(self) -> dict[str, float]:
-        """What paper queries search: ``text`` on a one-field index, else each field with the configured weights.
+        """What paper queries search: ``text`` on a one-field index, else each field (``Bm25Params.per_field``).
         Read from the published index at most every ``LAYOUT_TTL_S`` seconds."""
         now = time.monotonic()
         if self._layout is None or now - self._layout[0] > LAYOUT_TTL_S:
             self._layout = (now, self._weights_of(self.alias("papers")) is not None)
-        return PAPER_TEXT if self._layout[1] else self.bm25.field_weights
+        return PAPER_TEXT if self._layout[1] else self.bm25.per_field()
 
     def _similarity_of(self, index: str) -> tuple[float, float] | None:
         """(k1, b) an existing index was created with."""
@@ -540,16 +540,17 @@ class ClusterEngine:
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """The published index's k1/b (an index keeps those it was created with, whatever is configured now; the
         cluster's defaults, tantivy's constants, for one without ours; the configured ones before the first
-        publish) and the field weights its papers were written with (the configured ones for an index before the
-        one-field layout, where they are query-time boosts)."""
+        publish) and the field weights its papers were written with (for an index before the one-field layout, the
+        boosts it is searched with: ``Bm25Params.per_field``)."""
         try:
             live = self._live_index(kind)
-            k1, b = self._similarity_of(live) or (BM25_K1, BM25_B)
-            weights = self._weights_of(self._live_index("papers")) if kind == "papers" else None
         except IndexMissing:
-            (k1, b), weights = (self.bm25.k1, self.bm25.b), None
-        return self.bm25.model_copy(update={"k1": k1, "b": b, "field_weights": weights or self.bm25.field_weights}
-                                    ).report(kind)
+            return self.bm25.report(kind)
+        k1, b = self._similarity_of(live) or (BM25_K1, BM25_B)
+        update: dict[str, Any] = {"k1": k1, "b": b}
+        if kind == "papers":
+            update["field_weights"] = self._weights_of(live) or self.bm25.per_field()
+        return self.bm25.model_copy(update=update).report(kind)
 
     def stats(self) -> IndexStats:
         terms = self._term_counts()

@@ -95,7 +95,7 @@ def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
 
 def written_weights(mapping: dict[str, Any]) -> dict[str, float] | None:
     """The field weights a papers index was written with (from ``GET <index>/_mapping``'s entry), or None for an
-    index before the one-field layout (searched per field, with the configured weights)."""
+    index before the one-field layout (searched per field: ``Bm25Params.per_field``)."""
     meta = mapping.get("mappings", {}).get("_meta") or {}
     layout = meta.get("layout")
     if not isinstance(layout, int) or layout < ONE_FIELD_LAYOUT:

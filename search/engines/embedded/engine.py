@@ -37,7 +37,7 @@ Layout 5 indexes a paper as one field per view, ``text_w``/``text_s``: its title
 values (no phrase spans two), each written as many times as the collection's field weight says (``Bm25Params.repeats``,
 kept in ``build.json``). A word then has one document frequency and one saturation over the whole paper, where the
 per-field fields before scored a word rare in titles as rare even when every body has it (docs/search.md, "Scoring").
-Builds of layouts 1-4 are still served, per field, with the configured weights as query-time boosts.
+Builds of layouts 1-4 are still served, per field, with query-time boosts (``Bm25Params.per_field``).
 """
 
 from __future__ import annotations
@@ -688,7 +688,7 @@ class EmbeddedEngine:
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = r.paper_fields or self.bm25.field_weights
+        fields = r.paper_fields or self.bm25.per_field()
         q = self._compile(query, r.paper_schema, fields, "section_types")
         res = r.paper_searcher.search(q, limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
@@ -750,9 +750,12 @@ class EmbeddedEngine:
 
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """The parameters in force: the published build's field weights (what it was written with; the configured
-        ones apply from the next build), the configured ones before the first build or for a per-field build."""
-        weights = self._read().weights if self.has_index() else None
-        return (self.bm25.model_copy(update={"field_weights": weights}) if weights else self.bm25).report(kind)
+        ones apply from the next build), the configured ones before the first build, a per-field build's boosts."""
+        if not self.has_index():
+            return self.bm25.report(kind)
+        r = self._read()
+        weights = r.weights if r.paper_fields else self.bm25.per_field()
+        return self.bm25.model_copy(update={"field_weights": weights or self.bm25.field_weights}).report(kind)
 
     def stats(self) -> IndexStats:
         terms = self._term_index().counts() if (self.data_dir / "terms").exists() else {}
