@@ -47,7 +47,7 @@ class Bm25Params(Model):
 
     def repeats(self) -> dict[str, int]:
         """How many times each field goes into a paper's ``text`` field (the configuration allows whole numbers
-        only; a weight from an older build's report is rounded, never below 1)."""
+        only; a weight handed to an engine directly is rounded into 1 to ``MAX_FIELD_REPEAT``)."""
         return {f: max(1, min(MAX_FIELD_REPEAT, round(w))) for f, w in self.field_weights.items()}
 
     def per_field(self) -> dict[str, float]:
@@ -74,6 +74,7 @@ def recorded_weights(value: Any) -> dict[str, float] | None:
             and all(type(v) is int and 1 <= v <= MAX_FIELD_REPEAT for v in value.values()):
         return {f: float(value[f]) for f in FIELD_BOOSTS}
     return None
+
 
 class Clause(Model):
     """One query element. ``phrase`` asks for the analysed tokens in order; otherwise any token may match.

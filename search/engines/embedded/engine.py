@@ -513,7 +513,7 @@ class _Reader:
         self.path = build_dir
         meta = _read_meta(build_dir / "build.json") or {}
         one_field = isinstance(meta.get("layout"), int) and meta["layout"] >= ONE_FIELD_LAYOUT
-        #: the fields paper queries run on (None: the build is per field, searched with the configured weights) and
+        #: the fields paper queries run on (None: the build is per field, searched with ``Bm25Params.per_field``) and
         #: the field weights the build was written with
         self.paper_fields: dict[str, float] | None = PAPER_TEXT if one_field else None
         self.weights: dict[str, float] | None = recorded_weights(meta.get("field_weights")) if one_field else None
