@@ -153,8 +153,9 @@ class IndexStats(Model):
     index_bytes: int
     build: str | None = None
     terms: dict[str, int] = Field(default_factory=dict)
-    bm25: dict[str, Any] | None = Field(None, description="BM25 parameters paper searches run under: k1, b (those "
-                                        "of the published index) and field_weights")
+    bm25: dict[str, Any] | None = Field(None, description="BM25 parameters paper searches run under: k1, b and "
+                                        "field_weights of the published index; next_build: the configured values "
+                                        "that differ, applied by the collection's next build")
 
 
 class IndexSummary(Model):

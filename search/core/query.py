@@ -59,6 +59,14 @@ class Bm25Params(Model):
         """As ``explain`` and ``/v1/stats`` report them: passages have their one text field."""
         return bm25_parameters(kind, self.k1, self.b, self.field_weights)
 
+    def with_next_build(self, in_force: dict[str, Any]) -> dict[str, Any]:
+        """``in_force`` (a papers report) plus ``next_build``: the configured values that differ from it, which the
+        collection's next build applies (field weights, and k1/b on the cluster), so that a configuration change
+        that is not in force yet says so instead of looking ignored."""
+        configured = self.report("papers")
+        changed = {k: v for k, v in configured.items() if in_force.get(k) != v}
+        return {**in_force, "next_build": changed} if changed else in_force
+
 
 def bm25_parameters(kind: Literal["papers", "passages"] = "papers", k1: float = BM25_K1, b: float = BM25_B,
                     field_weights: dict[str, float] | None = None) -> dict[str, Any]:

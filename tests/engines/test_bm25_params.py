@@ -144,9 +144,13 @@ def test_embedded_weights_apply_from_the_next_build_and_are_reported_as_written(
     changed = _embedded(tmp_path, w={"field_weights": ABSTRACT_HEAVY})
     assert _first(changed) == IN_TITLE.pmcid
     assert changed.bm25_parameters()["field_weights"] == {"title": 5.0, "abstract": 1.0, "body": 1.0}
+    # stats say that the configuration is not in force yet, and what the next build will write
+    assert changed.stats().bm25 == {"k1": 1.2, "b": 0.75, "field_weights": {"title": 5.0, "abstract": 1.0, "body": 1.0},
+                                    "next_build": {"field_weights": {"title": 1.0, "abstract": 5.0, "body": 1.0}}}
     _publish(changed, PAPERS, fingerprint="again")
     assert _first(changed) == IN_ABSTRACT.pmcid
     assert changed.bm25_parameters()["field_weights"] == {"title": 1.0, "abstract": 5.0, "body": 1.0}
+    assert "next_build" not in changed.stats().bm25
 
 
 def test_an_embedded_build_is_not_resumed_under_other_weights(tmp_path):
@@ -228,6 +232,7 @@ def test_cluster_build_indices_carry_the_collections_k1_b(cluster_settings, clus
     # the published index keeps its k1/b until a new build: what is in force, not what is configured now
     later = _cluster(cluster_settings, default={"bm25_k1": 2.0, "bm25_b": 1.0})
     assert later.bm25_parameters("passages") == {"k1": 0.9, "b": 0.4, "field_weights": {"text": 1.0}}
+    assert later.stats().bm25 == {**report, "next_build": {"k1": 2.0, "b": 1.0}}
     _publish(later, PAPERS, fingerprint="again")
     assert later.bm25_parameters()["k1"] == 2.0 and later.bm25_parameters()["b"] == 1.0
 

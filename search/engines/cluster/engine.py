@@ -554,16 +554,16 @@ class ClusterEngine:
 
     def stats(self) -> IndexStats:
         terms = self._term_counts()
+        bm25 = self.bm25.with_next_build(self.bm25_parameters())
         try:
             papers, passages = self._live_index("papers"), self._live_index("passages")
         except IndexMissing:
-            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms,
-                              bm25=self.bm25_parameters())
+            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms, bm25=bm25)
         st = self._request("GET", f"/{papers},{passages}/_stats/docs,store")["indices"]
         return IndexStats(engine=self.name, papers=st[papers]["primaries"]["docs"]["count"],
                           passages=st[passages]["primaries"]["docs"]["count"],
                           index_bytes=sum(st[i]["primaries"]["store"]["size_in_bytes"] for i in (papers, passages)),
-                          build=papers.rsplit("-papers-", 1)[1], terms=terms, bm25=self.bm25_parameters())
+                          build=papers.rsplit("-papers-", 1)[1], terms=terms, bm25=bm25)
 
     # ---- ontology terms (search.text.term_search, as search.engines.embedded.terms implements it) -------------
     def write_terms(self, ontology: str, terms: Iterable[Term]) -> int:

@@ -759,12 +759,12 @@ class EmbeddedEngine:
 
     def stats(self) -> IndexStats:
         terms = self._term_index().counts() if (self.data_dir / "terms").exists() else {}
+        bm25 = self.bm25.with_next_build(self.bm25_parameters())
         if not self.has_index():
-            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms,
-                              bm25=self.bm25_parameters())
+            return IndexStats(engine=self.name, papers=0, passages=0, index_bytes=0, terms=terms, bm25=bm25)
         r = self._read()
         return IndexStats(engine=self.name, papers=r.paper_searcher.num_docs, passages=r.passage_searcher.num_docs,
-                          index_bytes=_dir_bytes(r.path), build=r.build, terms=terms, bm25=self.bm25_parameters())
+                          index_bytes=_dir_bytes(r.path), build=r.build, terms=terms, bm25=bm25)
 
     # ---- ontology terms (delegated to the term index) ---------------------------------------------------------
     def _term_index(self) -> TermIndex:
