@@ -104,10 +104,13 @@ def create_build(collection: str, request: Request, search: Search) -> dict:
 @router.post("/collections/{collection}/builds/{build_id}/papers")
 def add_papers(collection: str, build_id: str, body: BuildPapers, request: Request) -> dict:
     """Add (or replace, by pmcid) papers in an open build. A write that fails aborts the build; a paper the engine
-    refuses (a cluster's mapping conflict) is left out and listed in ``rejected``, naming the field."""
+    refuses (a cluster's mapping conflict) is left out and listed in ``rejected``, naming the field. A pmcid sent
+    twice in one request is one paper (the last copy, as a later request would replace it): ``indexed`` counts
+    distinct papers and ``duplicates`` the copies that replaced an earlier one."""
+    papers = {p.pmcid: p for p in body.papers}
     with _open_build(request, collection, build_id) as build:
         passages = 0
-        for paper in body.papers:
+        for paper in papers.values():
             ps = split_passages(paper)
             build.add(paper, ps)
             passages += len(ps)
@@ -115,7 +118,8 @@ def add_papers(collection: str, build_id: str, body: BuildPapers, request: Reque
         refused = [r.model_dump(exclude_none=True) for r in build.failures]
         build.failures.clear()
         build.commit({})
-    return {"indexed": len(body.papers) - len(refused), "passages": passages, "rejected": refused}
+    return {"indexed": len(papers) - len(refused), "passages": passages, "rejected": refused,
+            "duplicates": len(body.papers) - len(papers)}
 
 
 @router.post("/collections/{collection}/builds/{build_id}/publish", response_model=IndexSummary)

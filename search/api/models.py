@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from search.core.models import Paper, Section
-from search.core.names import COLLECTION_PATTERN
+from search.core.names import COLLECTION_PATTERN, MAX_PAPER_ID_CHARS, PAPER_ID_PATTERN
 from search.core.query import Filters
 from search.flyaoc.validation import ValidationReport
 from search.sessions.models import MAX_GENE_REF_CHARS, MAX_NAME_CHARS, Session, Submission, TraceEvent
@@ -25,8 +25,9 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(description='Words, gene symbols (case-sensitive: Dl ≠ dl) and "quoted phrases"')
-    limit: int = Field(10, description="Page size, at most 100")
-    offset: int = 0
+    # strict integers: pydantic would read JSON's true as 1 (``limit: true`` answered one hit)
+    limit: int = Field(10, strict=True, description="Page size, at most 100")
+    offset: int = Field(0, strict=True)
     filters: Filters | None = None
     snippets: bool | None = Field(None, description="Highlighted snippets (default: off for papers, on for passages)")
     collection: str = Field("default", pattern=f"^(?:{COLLECTION_PATTERN})$")
@@ -50,6 +51,9 @@ class PaperIn(Paper):
 
     model_config = ConfigDict(extra="forbid")
 
+    pmcid: str = Field(pattern=f"^(?:{PAPER_ID_PATTERN})$", max_length=MAX_PAPER_ID_CHARS, description="The paper's key: PMC123, PMID:123, "
+                       "DOI:10.1000/x, or a test collection's document id (MED-10)")
+    year: int | None = Field(None, ge=0, le=9999, strict=True)
     sections: list[SectionIn] = Field(default_factory=list)  # type: ignore[assignment]  # stricter on purpose
 
 

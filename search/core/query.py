@@ -109,8 +109,9 @@ class Filters(Model):
 
     model_config = ConfigDict(extra="forbid")
 
-    year_from: int | None = Field(None, ge=0, le=MAX_YEAR)
-    year_to: int | None = Field(None, ge=0, le=MAX_YEAR)
+    # strict: JSON's true is not the year 1
+    year_from: int | None = Field(None, ge=0, le=MAX_YEAR, strict=True)
+    year_to: int | None = Field(None, ge=0, le=MAX_YEAR, strict=True)
     section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
         None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
     pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)

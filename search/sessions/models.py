@@ -74,7 +74,7 @@ class SessionCreate(BaseModel):
                       description="FlyBase id (FBgn…) or current symbol (case-sensitive)")
     team: str | None = Field(None, max_length=64, description="With auth on, the key's team (may be omitted); with "
                                                               "auth off, any label (default 'local')")
-    max_papers: int = Field(16, ge=1, le=MAX_PAPERS, description="Reading budget")
+    max_papers: int = Field(16, ge=1, le=MAX_PAPERS, strict=True, description="Reading budget")
     budget_policy: BudgetPolicy = Field("distinct", description="distinct: one unit per distinct paper; "
                                                                 "flyaoc: one unit per get_paper_text call")
     synonym_policy: SynonymPolicy = "snapshot"
