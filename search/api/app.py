@@ -16,7 +16,7 @@ from search import __version__
 from search.api import builds, docs, openapi, papers, sessions, terms
 from search.api.deps import principal
 from search.api.fast import FastPath
-from search.api.guard import InputGuard, error_response
+from search.api.guard import InputGuard, PathRedactor, error_response
 from search.api.middleware import TraceMiddleware
 from search.core.config import Settings
 from search.core.errors import FlysiftError
@@ -39,8 +39,9 @@ MAX_LISTED_ERRORS = 20
 
 
 def _error(status: int, code: str, message: str, details: dict | None = None,
-           headers: dict | None = None) -> JSONResponse:
-    return error_response(status, code, message, details, headers)
+           headers: dict | None = None, request: Request | None = None) -> JSONResponse:
+    redact = getattr(request.app.state, "redact", None) if request is not None else None
+    return error_response(status, code, message, details, headers, redact=redact)
 
 
 def _field(loc: tuple) -> str:
@@ -87,6 +88,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   dependencies=[Depends(principal)], docs_url=None, redoc_url=None,
                   telemetry=None if settings.otel else NO_OTEL)
     app.state.settings = settings
+    app.state.redact = PathRedactor(settings.data_dir, [settings.session_db, settings.ground_truth,
+                                                        settings.cluster_ca_file,
+                                                        *(settings.lexicon or "").split(",")])
     app.state.search = SearchService(settings)
     app.state.builds = {}
     # auth (search.api.deps) and traces (search.api.middleware); the session service comes with the term service
@@ -96,8 +100,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(InputGuard)  # outermost: hostile bodies and URLs never reach the trace or a route
 
     @app.exception_handler(FlysiftError)
-    async def _flysift_error(_: Request, exc: FlysiftError):
-        return _error(exc.status, exc.code, exc.message, exc.details, exc.headers)
+    async def _flysift_error(request: Request, exc: FlysiftError):
+        if exc.status >= 500:   # the operator's copy, with the paths the client's answer leaves out
+            log.warning("%s %s: [%s] %s", request.method, request.url.path, exc.code, exc.message)
+        return _error(exc.status, exc.code, exc.message, exc.details, exc.headers, request)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError):

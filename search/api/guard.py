@@ -11,6 +11,11 @@ echoes a huge input back.
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -29,9 +34,62 @@ MAX_DETAIL_ITEMS = 100
 PARSED_BODY = "flysift.json"
 
 
+#: where absolute paths outside the configured roots usually start (``/v1/…`` routes in hints never do)
+_SYSTEM_PATH = re.compile(r"(?<![\w.:/~-])/(?:tmp|home|root|var|srv|data|opt|usr|etc|mnt|media|work|run|private|Users"
+                          r"|proc|sys|dev|nix|snap|lib|lib64|bin|sbin)(?:/[^\s'\"(),;:]*)?")
+
+
+class PathRedactor:
+    """Takes server paths out of what a client is answered: the data dir becomes ``<data_dir>`` (so a message still
+    names ``<data_dir>/collections/default/CURRENT``), other configured or well-known roots ``<server>``, and any
+    other absolute path keeps only its file name (``…/name``). Operators read the full paths in the service log."""
+
+    def __init__(self, data_dir: Path | str | None = None, others: Iterable[Path | str | None] = ()):
+        roots: list[tuple[str, str]] = []
+        if data_dir is not None:
+            roots += [(str(p), "<data_dir>") for p in _spellings(data_dir)]
+        for other in [*others, os.getcwd(), sys.prefix, Path.home()]:
+            if other:
+                roots += [(str(p), "<server>") for p in _spellings(other)]
+        # longest first: the data dir inside the working directory stays <data_dir>
+        self.roots = sorted({r for r in roots if len(r[0]) > 1}, key=lambda r: -len(r[0]))
+
+    def text(self, text: str) -> str:
+        for root, label in self.roots:
+            if root in text:
+                text = text.replace(root, label)
+        return _SYSTEM_PATH.sub(lambda m: "…/" + m.group().rstrip("/").rsplit("/", 1)[-1], text)
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.value(v) for v in value]
+        return value
+
+
+def _spellings(path: Path | str) -> set[Path]:
+    """A path as configured, made absolute and with links resolved (messages may carry any of them)."""
+    p = Path(path)
+    out = {p, p.absolute()}
+    try:
+        out.add(p.resolve())
+    except OSError:
+        pass
+    return {q for q in out if q.is_absolute()}
+
+
+NO_REDACTION = PathRedactor()
+
+
 def error_response(status: int, code: str, message: str, details: dict | None = None,
-                   headers: dict | None = None) -> JSONResponse:
-    """``{"error": {"code", "message", "details"}}`` with message and details bounded."""
+                   headers: dict | None = None, redact: PathRedactor | None = None) -> JSONResponse:
+    """``{"error": {"code", "message", "details"}}`` with message and details bounded (and, with ``redact``, no
+    server path in either)."""
+    if redact is not None:
+        message, details = redact.text(message), redact.value(details or {})
     body = {"error": {"code": code, "message": _message(message), "details": _detail(details or {}, 4)}}
     return JSONResponse(body, status_code=status, headers=headers)
 
