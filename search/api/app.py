@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +22,7 @@ from search.api.middleware import TraceMiddleware
 from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.inputs import QUOTE_CHARS, clip
+from search.engines import storage_error
 from search.ontology.service import TermService
 from search.retrieval.service import SearchService
 from search.sessions.keys import RateLimiter
@@ -88,9 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   dependencies=[Depends(principal)], docs_url=None, redoc_url=None,
                   telemetry=None if settings.otel else NO_OTEL)
     app.state.settings = settings
-    app.state.redact = PathRedactor(settings.data_dir, [settings.session_db, settings.ground_truth,
-                                                        settings.cluster_ca_file,
-                                                        *(settings.lexicon or "").split(",")])
+    files = [settings.session_db, settings.ground_truth, settings.cluster_ca_file, *(settings.lexicon or "").split(",")]
+    app.state.redact = PathRedactor(settings.data_dir, [Path(f).parent for f in files if f])  # names stay
     app.state.search = SearchService(settings)
     app.state.builds = {}
     # auth (search.api.deps) and traces (search.api.middleware); the session service comes with the term service
@@ -122,9 +123,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception):
+    async def _unexpected(request: Request, exc: Exception):
+        if (err := storage_error(exc, settings.data_dir)) is not None:   # a full or read-only disk, from anywhere
+            log.warning("%s %s: [%s] %s", request.method, request.url.path, err.code, err.message)
+            return _error(err.status, err.code, err.message, err.details, err.headers, request)
         log.exception("unhandled error")
-        return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
+        return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.",
+                      request=request)
 
     app.state.terms = TermService(settings.data_dir, engine=app.state.search.engine())  # the configured engine
     app.state.sessions = SessionService(open_store(settings), settings, terms=app.state.terms)

@@ -5,21 +5,30 @@ reads its trace right after a call sees that call, and a read's unit is spent wi
 Only calls that can be traced pay for it: a request with an ``X-Session-Id`` header, or a write under
 ``/v1/sessions/<id>/`` (names and submissions name their session in the path; reading a session, its trace or its
 coverage is not traced). Every other request passes straight through, with no wrapper around its body or its
-answer."""
+answer.
+
+A traced answer is held until its record is stored: the status line goes out only then. A record that cannot be
+stored (a full disk: 507 ``storage_full``) replaces the answer with that error, so a client never gets a status
+and a ``Content-Length`` followed by no body, and a read whose unit could not be spent is not answered."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
 
-from search.api.guard import PARSED_BODY
+from search.api.guard import PARSED_BODY, error_response
+from search.core.errors import FlysiftError
 from search.core.inputs import bounded
+from search.engines import storage_error
 from search.sessions.models import TraceEvent
 from search.sessions.service import SessionService
+
+log = logging.getLogger("flysift.api")
 
 #: keys of response objects whose values are recorded as a trace event's returned ids
 ID_KEYS = ("pmcid", "passage_id", "go_id", "fbbt_id", "fbdv_id", "term_id")
@@ -114,15 +123,27 @@ class TraceMiddleware:
             charge = scope.get("state", {}).get("read_charge")  # a read's unit is spent with its answer's record
             await anyio.to_thread.run_sync(sessions.record, sid, ev, charge)
 
+        held: list[dict] = []   # the answer, sent once its record is stored
+
         async def snd(msg):
             if msg["type"] == "http.response.start":
                 status["code"] = msg["status"]
-            elif msg["type"] == "http.response.body":
-                if sum(map(len, body_out)) < MAX_CAPTURE_BYTES:
-                    body_out.append(msg.get("body", b""))
-                if not msg.get("more_body", False):
-                    await record()
-            await send(msg)
+                held.append(msg)
+                return
+            if msg["type"] != "http.response.body":
+                return await send(msg)
+            if sum(map(len, body_out)) < MAX_CAPTURE_BYTES:
+                body_out.append(msg.get("body", b""))
+            held.append(msg)
+            if msg.get("more_body", False):
+                return
+            try:
+                await record()
+            except Exception as exc:   # not recorded: answer the failure instead (storage: 507, else 500)
+                return await _failure(scope, exc)(scope, receive, send)
+            for m in held:
+                await send(m)
+            held.clear()
 
         try:
             await self.app(scope, recv, snd)
@@ -131,3 +152,17 @@ class TraceMiddleware:
                 status["code"] = 500
                 await record()
             raise
+
+
+def _failure(scope, exc: Exception):
+    """The answer for a call whose trace record could not be stored."""
+    app = scope["app"]
+    redact = getattr(app.state, "redact", None)
+    err = exc if isinstance(exc, FlysiftError) else storage_error(exc, app.state.settings.data_dir)
+    if err is None:
+        log.exception("trace record failed", exc_info=exc)
+        return error_response(500, "internal_error", f"Internal error ({type(exc).__name__}) while recording the "
+                              "call in its session; the call was not counted. The service log has details.",
+                              redact=redact)
+    log.warning("trace record failed: [%s] %s", err.code, err.message)
+    return error_response(err.status, err.code, err.message, err.details, err.headers, redact=redact)

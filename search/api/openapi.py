@@ -52,8 +52,8 @@ ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
     429: ("Rate limit of this key reached (code rate_limited)", _RETRY_AFTER),
     503: ("The engine, index or store cannot answer now; retry later (code unavailable, index_missing)",
           _RETRY_AFTER),
-    507: ("Writing the build failed for a reason outside the service: the disk is full (code storage_full); the "
-          "failed build's files are removed and the live build keeps serving", {}),
+    507: ("A write failed for a reason outside the service: the disk is full (code storage_full). Nothing of the "
+          "call was recorded or charged; a failed build's files are removed and the live build keeps serving", {}),
 }
 
 #: operations that answer 404 for nothing they name (everything else names a collection, session, term, …)
@@ -72,11 +72,9 @@ CONFLICTS: dict[str, str] = {
     "POST /v1/sessions/{session_id}/names": "session_closed",
     "POST /v1/sessions/{session_id}/submission": "session_closed",
 }
-#: operations that write index files, so a full disk reaches them (507)
-WRITES_FILES = frozenset({"POST /v1/collections/{collection}/builds",
-                          "POST /v1/collections/{collection}/builds/{build_id}/papers",
-                          "POST /v1/collections/{collection}/builds/{build_id}/publish",
-                          "POST /v1/collections/{collection}/dense"})
+#: operations that never write (a full disk cannot reach them); every other one writes the session store (a session
+#: call's trace, a session, names, a submission), an index or the cursor secret, so it may answer 507
+NO_WRITES = frozenset({"GET /v1/health", "GET /v1/ready", "GET /metrics"})
 #: what any operation with a JSON body can answer before its handler runs (``search.api.guard``): not JSON, too big
 BODY_ERRORS = (400, 413)
 
@@ -169,7 +167,7 @@ def _statuses(key: str, op: dict[str, Any], public: bool, auth: bool) -> set[int
         out.add(404)
     if key in CONFLICTS:
         out.add(409)
-    if key in WRITES_FILES:
+    if key not in NO_WRITES:
         out.add(507)
     if auth and not public:
         out.update((401, 403, 429))

@@ -156,13 +156,14 @@ class SessionService:
 
     def record(self, session_id: str, event: TraceEvent, charge: ReadCharge | None = None) -> None:
         """Store a call's trace event; a read's reserved unit is spent in the same transaction (when it was
-        answered: status below 500). A session deleted meanwhile has nothing to record into."""
+        answered: status below 500). A session deleted meanwhile has nothing to record into; any other failure (a
+        full disk) is raised, so the call is answered with it instead of going out unrecorded."""
         try:
             if charge is None:
                 self.store.append_trace(session_id, event)
             else:
                 self.store.commit_read(session_id, charge, event, event.status < 500)
-        except FlysiftError:
+        except NotFound:
             pass
 
     def trace(self, session: Session, after: int, limit: int) -> list[TraceEvent]:

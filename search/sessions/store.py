@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Protocol
 
 from search.core.config import Settings
-from search.core.errors import NotFound
+from search.core.errors import FlysiftError, NotFound
+from search.engines import storage_error
 from search.sessions.keys import ApiKey
 from search.sessions.models import (
     RESERVATION_TTL_S,
@@ -72,6 +73,21 @@ def open_store(settings: Settings) -> SessionStore:
     return SqliteStore(settings.session_db or Path(settings.data_dir) / "sessions.sqlite")
 
 
+def store_error(exc: sqlite3.Error, path: Path) -> Exception:
+    """What a failed SQLite call on the session store means for an operator: a full or read-only disk
+    (``search.engines.storage_error``), a file that is not (or no longer) a database, or, for anything else (a
+    bug), the error itself."""
+    if (err := storage_error(exc, path)) is not None:
+        return err
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "not a database" in str(exc) \
+            or "malformed" in str(exc):
+        return FlysiftError(f"The session store {path} is damaged ({exc}): restore it from a backup (`flysift "
+                            "backup restore`); `flysift doctor` checks the whole data dir.", code="store_corrupt",
+                            status=503, details={"path": str(path)})
+    return exc
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS teams (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, team TEXT NOT NULL REFERENCES teams(name), name TEXT,
@@ -118,9 +134,13 @@ class SqliteStore:
         # under 64 agents); SQLite's lock still orders the workers
         self._write = threading.Lock()
         self._limit_cache: dict[str, tuple[str, int]] = {}
-        self._conn().executescript(_SCHEMA)
         self._checkpointer: threading.Thread | None = None
         self._stop = threading.Event()
+        try:
+            self._conn().executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            self.close()
+            raise store_error(exc, self.path) from exc
 
     def _start_checkpointer(self) -> None:
         """On the first write: a daemon thread that checkpoints the WAL until the store is closed or collected."""
@@ -154,18 +174,24 @@ class SqliteStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; ``BEGIN IMMEDIATE`` takes the database's writer lock before reading."""
-        db = self._conn()
-        if self._checkpointer is None:
-            self._start_checkpointer()
-        with self._write:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        """One write transaction; ``BEGIN IMMEDIATE`` takes the database's writer lock before reading. A write the
+        disk refuses is a ``StorageError`` (507 ``storage_full``, 503 ``storage_read_only``), a damaged file a 503
+        ``store_corrupt``, both naming the file and what to do (``store_error``), never a bare SQLite error."""
+        try:
+            db = self._conn()
+            if self._checkpointer is None:
+                self._start_checkpointer()
+            with self._write:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    if db.in_transaction:   # SQLite rolls some failures back itself (SQLITE_FULL, IOERR)
+                        db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise store_error(exc, self.path) from exc
 
     def close(self) -> None:
         self._stop.set()
