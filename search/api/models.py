@@ -51,8 +51,9 @@ class PaperIn(Paper):
 
     model_config = ConfigDict(extra="forbid")
 
-    pmcid: str = Field(pattern=f"^(?:{PAPER_ID_PATTERN})$", max_length=MAX_PAPER_ID_CHARS, description="The paper's key: PMC123, PMID:123, "
-                       "DOI:10.1000/x, or a test collection's document id (MED-10)")
+    pmcid: str = Field(pattern=f"^(?:{PAPER_ID_PATTERN})$", max_length=MAX_PAPER_ID_CHARS,
+                       description="The paper's key: PMC123, PMID:123, DOI:10.1000/x, or a test collection's "
+                                   "document id (MED-10)")
     year: int | None = Field(None, ge=0, le=9999, strict=True)
     sections: list[SectionIn] = Field(default_factory=list)  # type: ignore[assignment]  # stricter on purpose
 
