@@ -1,12 +1,19 @@
 """The boundary every request crosses before a route, the trace or the store sees it, and the one way errors are
 written.
 
-``InputGuard`` refuses, with the one error shape: a JSON body over ``max_body_bytes`` (413 ``body_too_large``), a body
-that is not JSON (400 ``invalid_json``), and JSON, query parameters or a path that break the bounds of
-``search.core.inputs`` (422 ``invalid_request``: too deep, NUL, lone surrogates, integers beyond int64...). Such a
-request never reaches a route, so it is not traced in a session; it is answered in full. ``error_response`` writes
-every error answer and quotes at most ``search.core.inputs.QUOTE_CHARS`` characters of any detail, so an error never
-echoes a huge input back.
+``InputGuard`` refuses, with the one error shape: a JSON body over its route's limit (413 ``body_too_large``:
+``max_body_bytes`` for the build routes that carry papers, ``max_query_body_bytes`` for every other route) or with
+more JSON values than the route allows (413, counted before parsing), a body that is not JSON (400
+``invalid_json``), and JSON, query parameters or a path that break the bounds of ``search.core.inputs`` (422
+``invalid_request``: too deep, NUL, lone surrogates, integers beyond int64...). Such a request never reaches a route,
+so it is not traced in a session; it is answered in full. ``error_response`` writes every error answer and quotes at
+most ``search.core.inputs.QUOTE_CHARS`` characters of any detail, so an error never echoes a huge input back.
+
+No body can hold a worker for everyone else: with auth on, a request with a body is authenticated before the body
+is read (a missing or malformed key costs nothing, an unknown one a key lookup), the work is bounded before parsing
+(bytes and an upper bound on the number of values), and a body larger than :data:`INLINE_PARSE_BYTES` is parsed and
+checked on a worker thread, not on the event loop. An unauthenticated 8 MB body of 4 million integers used to hold
+``/v1/health`` for 12 s.
 """
 
 from __future__ import annotations
@@ -19,13 +26,28 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+import anyio
 from fastapi.responses import JSONResponse
 
+from search.api.deps import authenticate, key_shape
 from search.core.errors import FlysiftError, InvalidRequest, PayloadTooLarge
 from search.core.inputs import BAD_TEXT, QUOTE_CHARS, clip, parse_json_body, text_problem
 
 #: a JSON body larger than this is refused unless the settings say otherwise (``FLYSIFT_MAX_BODY_BYTES``)
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+#: every other route's body limit unless the settings say otherwise (``FLYSIFT_MAX_QUERY_BODY_BYTES``)
+DEFAULT_MAX_QUERY_BODY_BYTES = 1024 * 1024
+#: routes whose bodies may be larger than ``max_query_body_bytes``: papers of a build (``max_body_bytes``) and a
+#: submission (a FlyAOC prediction is stored up to 1 MB: ``search.sessions.service.MAX_SUBMISSION_BYTES``)
+BUILD_PAPERS = re.compile(r"/v1/collections/[^/]+/builds/[^/]+/papers")
+SUBMISSION = re.compile(r"/v1/sessions/[^/]+/submission")
+SUBMISSION_BODY_BYTES = 2 * 1024 * 1024
+#: JSON values a body may hold, by route kind: a build's 10,000 papers with their sections and paragraphs; a query,
+#: a session, 1,000 names, 10,000 hidden ids or pmcid filters, a prediction
+MAX_VALUES_BUILD = 2_000_000
+MAX_VALUES = 100_000
+#: bodies up to this size are parsed on the event loop (well under a millisecond); larger ones on a worker thread
+INLINE_PARSE_BYTES = 64 * 1024
 #: an error message longer than this keeps its head and tail (the input it quoted is what gets cut)
 MAX_MESSAGE_CHARS = 600
 MAX_DETAIL_ITEMS = 100
@@ -141,8 +163,27 @@ def check_url(scope: dict) -> None:
             raise InvalidRequest(f"{field}: {problem}.", details={"field": field})
 
 
+def body_limits(scope: dict) -> tuple[int, int]:
+    """The largest body (bytes) and the most JSON values the request's route takes."""
+    settings = getattr(scope["app"].state, "settings", None)
+    path = scope.get("path", "")
+    small = getattr(settings, "max_query_body_bytes", DEFAULT_MAX_QUERY_BODY_BYTES)
+    if BUILD_PAPERS.fullmatch(path):
+        return getattr(settings, "max_body_bytes", DEFAULT_MAX_BODY_BYTES), MAX_VALUES_BUILD
+    if SUBMISSION.fullmatch(path):
+        return max(small, SUBMISSION_BODY_BYTES), MAX_VALUES
+    return small, MAX_VALUES
+
+
+def most_values(body: bytes) -> int:
+    """An upper bound on the number of JSON values in ``body``, without parsing it: a value is the first of its
+    container or follows a comma (commas inside strings only raise the bound). ``bytes.count`` runs at memory speed."""
+    return body.count(b",") + body.count(b"[") + body.count(b"{") + 1
+
+
 class InputGuard:
-    """ASGI middleware: reads the body once (bounded), checks it and the URL, and hands the same bytes on."""
+    """ASGI middleware: authenticates a request with a body, reads the body once (bounded), checks it and the URL,
+    and hands the same bytes on."""
 
     def __init__(self, app):
         self.app = app
@@ -154,6 +195,7 @@ class InputGuard:
             check_url(scope)
             if not _has_body(scope):  # HTTP/1.1: no Content-Length and no Transfer-Encoding, no body to check
                 return await self.app(scope, receive, send)
+            await self._authenticate(scope)
             body = await self._read(scope, receive)
         except FlysiftError as e:
             return await flysift_response(e)(scope, receive, send)
@@ -171,9 +213,21 @@ class InputGuard:
         await self.app(scope, replay, send)
 
     @staticmethod
+    async def _authenticate(scope) -> None:
+        """With auth on, the caller of a request with a body, before the body is read: a missing or malformed key is
+        refused at once; a key is looked up (and rate-limited) once, and ``search.api.deps.principal`` reuses it."""
+        app = scope["app"]
+        if not hasattr(app.state, "settings"):
+            return
+        authorization = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"),
+                             None)
+        if key_shape(app, authorization, scope.get("path", "")) is None:
+            return
+        scope.setdefault("state", {})["principal"] = await authenticate(app, authorization, scope.get("path", ""))
+
+    @staticmethod
     async def _read(scope, receive) -> bytes | None:
-        settings = getattr(scope["app"].state, "settings", None)
-        limit = getattr(settings, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+        limit, max_values = body_limits(scope)
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         declared = headers.get(b"content-length", b"").strip()
         if declared.isdigit() and int(declared) > limit:
@@ -192,7 +246,14 @@ class InputGuard:
             more = msg.get("more_body", False)
         body = b"".join(chunks)
         if body and is_json(headers.get(b"content-type", b"").decode("latin-1")):
-            scope[PARSED_BODY] = parse_json_body(body)
+            if (n := most_values(body)) > max_values:
+                raise PayloadTooLarge(f"The body may hold up to {n:,} JSON values; this route takes at most "
+                                      f"{max_values:,}: send less per request.",
+                                      details={"field": "body", "max_values": max_values})
+            if len(body) <= INLINE_PARSE_BYTES:
+                scope[PARSED_BODY] = parse_json_body(body)
+            else:
+                scope[PARSED_BODY] = await anyio.to_thread.run_sync(parse_json_body, body)
         return body
 
 
@@ -206,5 +267,6 @@ def _has_body(scope: dict) -> bool:
 
 
 def _too_large(limit: int) -> PayloadTooLarge:
-    return PayloadTooLarge(f"The body is larger than {limit:,} bytes; send less per request (collection builds: "
-                           f"fewer papers per batch).", details={"field": "body", "max_bytes": limit})
+    return PayloadTooLarge(f"The body is larger than {limit:,} bytes, this route's limit; send less per request "
+                           f"(collection builds: fewer papers per batch).",
+                           details={"field": "body", "max_bytes": limit})

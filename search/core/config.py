@@ -154,8 +154,10 @@ class Settings(Model):
     max_page_size: int = 100
     max_offset: int = 10_000
     default_paper_max_chars: int = 40_000
-    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "
-                                "collection builds send papers in batches under it")
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON body of a collection build's "
+                                "papers (bytes); builds send papers in batches under it")
+    max_query_body_bytes: int = Field(1024 * 1024, ge=1024, description="Largest JSON body of every other route "
+                                      "(searches, sessions, names; a submission may take up to 2 MiB)")
 
     # indexing
     min_publish_share: float = Field(0.5, ge=0.0, le=1.0, description="Refuse to publish a build holding less than "
