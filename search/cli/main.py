@@ -107,12 +107,29 @@ def serve_banner(settings, host: str, port: int, workers: int, access_log: bool)
     except FlysiftError as exc:
         corpus = f"no corpus indexed yet ({exc.code}): run `flysift demo` or `flysift index corpus`"
     onts = ", ".join(TermService(settings.data_dir).names()) or "none (`flysift index ontology`)"
-    return "\n".join([
+    lines = [
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
         f"  engine: {settings.engine_kind}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
         f"  docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
         f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
-    ])
+    ]
+    if not settings.auth and not is_loopback(host):
+        lines.append(f"WARNING: auth is off and {host} is reachable from other machines: every caller is an admin "
+                     "(can index, publish and read every team's sessions). Set FLYSIFT_AUTH=true with keys from "
+                     "`flysift admin create-key`, or bind --host 127.0.0.1.")
+    return "\n".join(lines)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host.strip("[]").lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:   # a host name: it may resolve to anything
+        return False
 
 
 def default_workers() -> int:

@@ -157,3 +157,16 @@ def test_errors_never_show_server_paths(tmp_path: Path):
             text = json.dumps(r.json())
             assert str(tmp_path) not in text and str(data.resolve()) not in text, text
         assert "ontologies/go.ontology.json.gz" in json.dumps(answers[1].json())   # still says which file
+
+
+# ---- auth off on a public address ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("host, auth, warned", [("0.0.0.0", False, True), ("::", False, True),
+                                                ("10.1.2.3", False, True), ("api.example.org", False, True),
+                                                ("127.0.0.1", False, False), ("::1", False, False),
+                                                ("localhost", False, False), ("0.0.0.0", True, False)])
+def test_serving_without_auth_beyond_loopback_is_warned_about(tmp_path: Path, host, auth, warned):
+    from search.cli.main import serve_banner
+
+    banner = serve_banner(Settings(data_dir=tmp_path / "data", auth=auth), host, 8000, 1, False)
+    assert ("WARNING: auth is off" in banner) == warned, banner
