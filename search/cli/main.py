@@ -74,23 +74,65 @@ def main(debug: bool) -> None:
 @click.option("--port", type=int, default=None, help="Port (default 8000)")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: one per core)")
-@click.option("--access-log", is_flag=True, help="Log every request (method, path, status) to stderr")
-def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int | None, access_log: bool) -> None:
+@click.option("--access-log", is_flag=True,
+              help="One JSON line per request (request id, route, status, duration, team, session) on stderr, or "
+                   "in FLYSIFT_ACCESS_LOG_FILE [env FLYSIFT_ACCESS_LOG]")
+@click.option("--skip-checks", is_flag=True,
+              help="Start even when the data dir has damaged files (/v1/ready then reports them)")
+def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int | None, access_log: bool,
+          skip_checks: bool) -> None:
     """Serve the REST API (OpenAPI at /openapi.json).
 
     Workers share the index, the session store (budgets, traces, keys: exact across workers) and the cursor secret
     through the data dir; each keeps its own rate-limit buckets (a key may reach N times the rate with N workers)
-    and its own open API builds (send a build's calls to one worker: --workers 1, or `flysift index`)."""
+    and its own open API builds (send a build's calls to one worker: --workers 1, or `flysift index`). The data dir is
+    checked first: a damaged file stops the start with one line naming it and what to run (`flysift doctor`)."""
     import os
 
     import uvicorn
 
     settings = settings_for(data_dir)
     os.environ["FLYSIFT_DATA_DIR"] = str(settings.data_dir)
+    access_log = access_log or settings.access_log
+    if access_log:
+        os.environ["FLYSIFT_ACCESS_LOG"] = "true"   # the workers' apps read their settings from the environment
     host, port, workers = host or settings.host, port or settings.port, workers or default_workers()
+    if not skip_checks:
+        refuse_damaged(settings)
     click.echo(serve_banner(settings, host, port, workers, access_log), err=True)
+    if workers > 1:
+        shared_metrics_dir()
     uvicorn.run("search.api.app:create_app", factory=True, host=host, port=port, workers=workers,
-                log_level="info" if access_log else "warning", access_log=access_log)
+                log_level="warning", access_log=False)   # the access log is the app's (search.ops.requestlog)
+
+
+def refuse_damaged(settings) -> None:
+    """Exit with one line per damaged file of the data dir (and what to run) before anything starts."""
+    from search.ops.readiness import data_dir_checks
+
+    damaged = [c for c in data_dir_checks(settings) if c.damaged]
+    if not damaged:
+        return
+    for c in damaged:
+        click.secho(f"error [data_dir_damaged]: {c.file or c.name}: {c.message}; {c.fix or 'see flysift doctor'}",
+                    fg="red", err=True)
+    click.echo(f"The data dir {settings.data_dir} has damaged files; nothing was started. `flysift doctor` checks it "
+               "all (--skip-checks starts anyway).", err=True)
+    sys.exit(2)
+
+
+def shared_metrics_dir() -> None:
+    """With several workers, prometheus-client keeps counters in files every worker writes and any scrape reads:
+    a fresh folder per start (PROMETHEUS_MULTIPROC_DIR), so counts of an earlier run never mix in."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from search.ops.metrics import MULTIPROC_ENV
+
+    folder = tempfile.mkdtemp(prefix="flysift-metrics-")
+    os.environ[MULTIPROC_ENV] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 def serve_banner(settings, host: str, port: int, workers: int, access_log: bool) -> str:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from search.core.checks import RESTORE, Check, fail, ok
 from search.core.config import Settings
 from search.core.errors import FlysiftError, NotFound
 from search.engines import storage_error
@@ -107,6 +108,7 @@ CREATE TABLE IF NOT EXISTS trace (session_id TEXT NOT NULL, seq INTEGER NOT NULL
     PRIMARY KEY (session_id, seq));
 CREATE TABLE IF NOT EXISTS submissions (session_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (session_id, seq));
+CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at REAL NOT NULL);
 """
 
 #: a background thread of each process checkpoints the WAL this often, so that a request's write does not pay for a
@@ -192,6 +194,40 @@ class SqliteStore:
                 db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise store_error(exc, self.path) from exc
+
+    # ---- operations -------------------------------------------------------------------------------------------
+    def readiness(self, deep: bool = False) -> list[Check]:
+        """Whether the store takes a write now (one row of ``probe`` rewritten: a full or read-only disk and a held
+        lock show here first); ``deep`` (``flysift doctor``) adds SQLite's ``quick_check``."""
+        name, where = "session store", self.path.name
+        try:
+            with self._tx() as db:
+                db.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)", (time.time(),))
+            if deep:
+                found = self._conn().execute("PRAGMA quick_check").fetchone()[0]
+                if found != "ok":
+                    return [fail(name, f"quick_check: {str(found)[:200]}", file=where, damaged=True,
+                                 fix=RESTORE)]
+            n = self._conn().execute("SELECT COUNT(*) FROM sessions WHERE status='open'").fetchone()[0]
+        except FlysiftError as e:
+            return [fail(name, e.message, file=where, damaged=e.code == "store_corrupt", fix=None)]
+        except sqlite3.Error as e:
+            return [fail(name, f"{type(e).__name__}: {e}", file=where, damaged=True, fix=RESTORE)]
+        return [ok(name, f"writable; {n} open session(s)")]
+
+    def open_sessions(self) -> int:
+        """Sessions not closed (a gauge of ``/metrics``)."""
+        return self._conn().execute("SELECT COUNT(*) FROM sessions WHERE status='open'").fetchone()[0]
+
+    def backup_to(self, dest: Path) -> None:
+        """A consistent copy of the store, taken while it is in use, written to ``dest`` (a new file): SQLite's online
+        backup API in one step, i.e. one read transaction, which in WAL mode holds no writer up; a copy in steps
+        would start over whenever a write landed between two of them."""
+        target = sqlite3.connect(dest)
+        try:
+            self._conn().backup(target, pages=-1)
+        finally:
+            target.close()
 
     def close(self) -> None:
         self._stop.set()

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
+from search.core.checks import Check, fail, ok
 from search.core.config import Settings
 from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable, index_missing
 from search.core.models import (
@@ -661,6 +662,17 @@ class ClusterEngine:
             return InvalidRequest(f"no term index for ontology {ontology!r} on the cluster",
                                   details={"valid": sorted(self._term_counts())})
         return e
+
+    def readiness(self, deep: bool = False) -> list[Check]:
+        """Whether the cluster answers (its name and version when it does). Cluster health (yellow: a warning, red:
+        not ready) is the cluster's own part to add here."""
+        try:
+            info = self._request("GET", "/", what="cluster info")
+        except FlysiftError as e:
+            return [fail("cluster", f"the {self.t.flavour} cluster does not answer ({e.code})",
+                         fix="check the cluster's nodes and FLYSIFT_CLUSTER_URL; searches answer 503 meanwhile")]
+        version = (info.get("version") or {}).get("number", "?") if isinstance(info, dict) else "?"
+        return [ok("cluster", f"{self.t.flavour} {version} answers ({len(self.t.urls)} URL(s) configured)")]
 
     def close(self) -> None:
         self.t.close()

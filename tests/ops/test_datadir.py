@@ -1,0 +1,125 @@
+"""A damaged data dir (issue #28): ``flysift serve`` stops with one line naming the file and what to run instead of a
+27-44-line traceback, ``flysift doctor`` finds it, ``/v1/ready`` says why the service is not ready, and searches
+answer 503 ``index_corrupt`` naming the file instead of 500 (a garbage ``build.json`` used to start a service that
+answered 500 to every search)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import uvicorn
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from search.api.app import create_app
+from search.cli.main import main
+from search.core.config import Settings
+from search.core.errors import FlysiftError
+from search.sessions.store import SqliteStore
+
+from helpers import build_index
+
+
+def _build(data: Path) -> Path:
+    current = json.loads((data / "collections" / "default" / "CURRENT").read_text())["build"]
+    return data / "collections" / "default" / "builds" / current
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"\x00garbage, not what flysift wrote\xff" * 10)
+
+
+DAMAGE: dict[str, tuple[Callable[[Path], Path], bool]] = {
+    # name: (what to damage -> the damaged file, whether searches can still be answered)
+    "garbage papers.db": (lambda d: _build(d) / "papers.db", False),
+    "deleted meta.json": (lambda d: _build(d) / "papers" / "meta.json", False),
+    "garbage CURRENT": (lambda d: d / "collections" / "default" / "CURRENT", False),
+    "garbage build.json": (lambda d: _build(d) / "build.json", False),
+    "garbage sessions.sqlite": (lambda d: d / "sessions.sqlite", True),
+}
+
+
+@pytest.fixture
+def damaged(request, tmp_path) -> tuple[Path, str, bool]:
+    data = tmp_path / "data"
+    build_index(data)
+    SqliteStore(data / "sessions.sqlite").close()
+    which, searchable = DAMAGE[request.param]
+    path = which(data)
+    if request.param.startswith("deleted"):
+        path.unlink()
+    else:
+        _garbage(path)
+    return data, str(path.relative_to(data)), searchable
+
+
+@pytest.mark.parametrize("damaged", list(DAMAGE), indirect=True)
+def test_serve_refuses_a_damaged_data_dir_in_one_line(damaged, monkeypatch):
+    data, file, _ = damaged
+    started: list[dict] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: started.append(kw))
+    monkeypatch.setenv("FLYSIFT_DATA_DIR", str(data))   # serve sets it for its workers: restored afterwards
+    r = CliRunner().invoke(main, ["serve", "--data-dir", str(data), "--port", "8281", "--workers", "1"])
+    assert r.exit_code == 2 and not started
+    assert "Traceback" not in r.output
+    errors = [line for line in r.output.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and file in errors[0], r.output
+    assert "restore" in errors[0] and "flysift" in errors[0]   # what to run
+    assert "flysift doctor" in r.output
+
+
+@pytest.mark.parametrize("damaged", list(DAMAGE), indirect=True)
+def test_doctor_names_the_damaged_file(damaged):
+    data, file, _ = damaged
+    r = CliRunner().invoke(main, ["doctor", "--data-dir", str(data)])
+    assert r.exit_code == 1, r.output
+    failing = [line for line in r.output.splitlines() if line.startswith("fail")]
+    assert failing and file in failing[0] and "→" in failing[0], r.output
+    as_json = json.loads(CliRunner().invoke(main, ["doctor", "--data-dir", str(data), "--json"]).output)
+    assert as_json["status"] == "not_ready" and any(c.get("file") == file for c in as_json["checks"])
+
+
+@pytest.mark.parametrize("damaged", [d for d in DAMAGE if "sessions" not in d], indirect=True)
+def test_a_service_on_a_damaged_index_answers_503_naming_the_file(damaged):
+    data, file, _ = damaged
+    with TestClient(create_app(Settings(data_dir=data)), raise_server_exceptions=False) as c:
+        for _ in range(2):
+            r = c.post("/v1/papers/search", json={"query": "wing"})
+            assert r.status_code == 503, r.text
+            err = r.json()["error"]
+            assert err["code"] == "index_corrupt" and file in err["message"] and str(data) not in r.text
+        ready = c.get("/v1/ready")
+        assert ready.status_code == 503 and ready.json()["error"]["code"] == "not_ready"
+        checks = ready.json()["error"]["details"]["checks"]
+        assert any(ch["state"] == "fail" and ch.get("file") == file for ch in checks), checks
+        assert c.get("/v1/health").status_code == 200   # alive, not ready
+
+
+@pytest.mark.parametrize("damaged", ["garbage sessions.sqlite"], indirect=True)
+def test_a_garbage_session_store_is_one_clear_error(damaged):
+    data, file, _ = damaged
+    with pytest.raises(FlysiftError) as e:
+        create_app(Settings(data_dir=data))
+    assert e.value.code == "store_corrupt" and file in e.value.message and "backup restore" in e.value.message
+
+
+def test_a_sound_data_dir_is_ready(tmp_path):
+    data = tmp_path / "data"
+    build_index(data)
+    with TestClient(create_app(Settings(data_dir=data))) as c:
+        r = c.get("/v1/ready")
+        assert r.status_code == 200 and r.json()["status"] == "ready", r.text
+        names = {ch["name"] for ch in r.json()["checks"]}
+        assert {"collection default", "session store", "disk"} <= names
+    r = CliRunner().invoke(main, ["doctor", "--data-dir", str(data)])
+    assert r.exit_code == 0 and "0 failed" in r.output, r.output
+
+
+def test_a_data_dir_without_a_corpus_is_alive_but_not_ready(tmp_path):
+    with TestClient(create_app(Settings(data_dir=tmp_path / "data"))) as c:
+        assert c.get("/v1/health").status_code == 200
+        r = c.get("/v1/ready")
+        assert r.status_code == 503 and "flysift index corpus" in r.text
