@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from search import __version__
-from search.api import builds, docs, openapi, papers, sessions, terms
+from search.api import builds, docs, openapi, operations, papers, sessions, terms
 from search.api.deps import principal
 from search.api.fast import FastPath
 from search.api.guard import InputGuard, PathRedactor, error_response
@@ -24,6 +24,7 @@ from search.core.errors import FlysiftError
 from search.core.inputs import QUOTE_CHARS, clip
 from search.engines import storage_error
 from search.ontology.service import TermService
+from search.ops.wiring import install as install_operations
 from search.retrieval.service import SearchService
 from search.sessions.keys import RateLimiter
 from search.sessions.service import SessionService
@@ -35,6 +36,10 @@ log = logging.getLogger("flysift.api")
 #: FastAPI's native OpenTelemetry, off unless ``FLYSIFT_OTEL``: with it on, every request looks up three global
 #: providers even when none is configured (~10 µs, a tenth of the lean path's framework cost)
 NO_OTEL: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
+
+#: 5xx answers that say what they need to and are expected (no index yet, a probe of a service not ready, a cluster
+#: being restarted): not written to the service log on every request
+QUIET = frozenset({"not_ready", "index_missing", "unavailable"})
 
 #: validation errors listed in one answer (a list of 10,000 bad items gets the first ones)
 MAX_LISTED_ERRORS = 20
@@ -102,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(FlysiftError)
     async def _flysift_error(request: Request, exc: FlysiftError):
-        if exc.status >= 500:   # the operator's copy, with the paths the client's answer leaves out
+        if exc.status >= 500 and exc.code not in QUIET:   # the operator's copy, with the paths the answer leaves out
             log.warning("%s %s: [%s] %s", request.method, request.url.path, exc.code, exc.message)
         return _error(exc.status, exc.code, exc.message, exc.details, exc.headers, request)
 
@@ -133,7 +138,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.state.terms = TermService(settings.data_dir, engine=app.state.search.engine())  # the configured engine
     app.state.sessions = SessionService(open_store(settings), settings, terms=app.state.terms)
-    routers = [papers.router, builds.router, sessions.router, terms.router]
+    install_operations(app, settings)  # outermost: request ids, metrics and the access log of every request
+    routers = [papers.router, builds.router, sessions.router, terms.router, operations.router]
     _shadowed_methods(app, routers)
     for router in routers:
         app.include_router(router)

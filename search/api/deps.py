@@ -22,7 +22,7 @@ from search.sessions.models import Session
 from search.sessions.service import SessionService
 
 #: paths anyone may call, even with auth on
-PUBLIC_PATHS = frozenset({"/v1/health"})
+PUBLIC_PATHS = frozenset({"/v1/health", "/v1/ready"})
 SESSION_HEADER = "X-Session-Id"
 SESSION_HEADER_DOC = ("The session this call belongs to: the call is traced there, a read spends its budget, its "
                       "hidden terms and synonym policy apply; an unknown or another team's session is 404")

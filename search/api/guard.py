@@ -30,6 +30,7 @@ import anyio
 from fastapi.responses import JSONResponse
 
 from search.api.deps import authenticate, key_shape
+from search.core import request_context
 from search.core.errors import FlysiftError, InvalidRequest, PayloadTooLarge
 from search.core.inputs import BAD_TEXT, QUOTE_CHARS, clip, parse_json_body, text_problem
 
@@ -112,8 +113,13 @@ def error_response(status: int, code: str, message: str, details: dict | None = 
     server path in either)."""
     if redact is not None:
         message, details = redact.text(message), redact.value(details or {})
-    body = {"error": {"code": code, "message": _message(message), "details": _detail(details or {}, 4)}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    error: dict[str, Any] = {"code": code, "message": _message(message), "details": _detail(details or {}, 4)}
+    ctx = request_context.current()
+    if ctx is not None:   # the id the service log and the access log carry for this request
+        ctx.error_code = code
+        error["request_id"] = ctx.request_id
+        headers = {**(headers or {}), "X-Request-Id": ctx.request_id}
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
 def flysift_response(exc: FlysiftError) -> JSONResponse:

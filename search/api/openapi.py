@@ -57,7 +57,8 @@ ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
 }
 
 #: operations that answer 404 for nothing they name (everything else names a collection, session, term, …)
-NO_404 = frozenset({"GET /v1/health", "GET /v1/sessions", "POST /v1/collections/{collection}/builds"})
+NO_404 = frozenset({"GET /v1/health", "GET /v1/ready", "GET /metrics", "GET /v1/sessions",
+                    "POST /v1/collections/{collection}/builds"})
 #: operations that can answer 409, and why
 CONFLICTS: dict[str, str] = {
     "POST /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index)",

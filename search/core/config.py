@@ -176,6 +176,13 @@ class Settings(Model):
     auth: bool = Field(False, description="Require API keys; off only for local demos")
     rate_limit_per_minute: float = Field(600.0, description="Requests per minute per key and process; 0 = off")
     rate_limit_burst: int = Field(60, description="Requests a key may make at once before the rate applies")
+    log_format: Literal["json", "text"] = Field("json", description="The service log: one JSON object per line, or "
+                                                "plain text")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = Field(False, description="One line per request (request id, route, status, duration, engine "
+                                                "time, team, session; never a key, cookie, query string or body)")
+    access_log_file: Path | None = Field(None, description="Write the access log here (JSON lines) instead of "
+                                                           "stderr")
     otel: bool = Field(False, description="FastAPI's own OpenTelemetry spans, metrics and logs through the global "
                                           "providers (opentelemetry-instrument or your SDK setup); off: no "
                                           "per-request provider checks")

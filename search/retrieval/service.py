@@ -26,6 +26,7 @@ from search.core.models import (
 )
 from search.core.names import PATTERNS, check_collection
 from search.core.query import EngineQuery, Filters
+from search.core.request_context import engine_time
 from search.engines import Engine, open_engine
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
@@ -123,14 +124,16 @@ class SearchService:
         query = self.build_query(text, filters, expansions, known_symbols, foldable)
         engine = self.engine(collection)
         if mode == "bm25":
-            res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets)
+            with engine_time("search_papers"):
+                res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets)
         else:
             t0 = time.perf_counter()
             depth = max(FUSION_DEPTH, offset + limit)
-            dense = self.dense(collection).search_papers(text, depth, query.filters)
-            hits, total = _fused_page(
-                mode, dense, lambda: engine.search_papers(query, limit=depth, offset=0, snippets=snippets).hits,
-                key=lambda h: h.pmcid, fetch=lambda ids: _papers_by_id(engine, ids), offset=offset, limit=limit)
+            with engine_time(f"search_papers_{mode}"):
+                dense = self.dense(collection).search_papers(text, depth, query.filters)
+                hits, total = _fused_page(
+                    mode, dense, lambda: engine.search_papers(query, limit=depth, offset=0, snippets=snippets).hits,
+                    key=lambda h: h.pmcid, fetch=lambda ids: _papers_by_id(engine, ids), offset=offset, limit=limit)
             res = PaperSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                      took_ms=(time.perf_counter() - t0) * 1000)
         for hit in res.hits:
@@ -150,17 +153,19 @@ class SearchService:
         query = self.build_query(text, filters, expansions, known_symbols, foldable)
         engine = self.engine(collection)
         if mode == "bm25":
-            res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets)
+            with engine_time("search_passages"):
+                res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets)
         else:
             t0 = time.perf_counter()
             depth = max(FUSION_DEPTH, offset + limit)
-            dense = self.dense(collection).search(text, depth, query.filters)
-            pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
-            hits, total = _fused_page(
-                mode, [(pid, score) for pid, _, score in dense],
-                lambda: engine.search_passages(query, limit=depth, offset=0, snippets=snippets).hits,
-                key=lambda h: h.passage_id, fetch=lambda ids: _passages_by_id(engine, {pmcid_of[i] for i in ids}),
-                offset=offset, limit=limit)
+            with engine_time(f"search_passages_{mode}"):
+                dense = self.dense(collection).search(text, depth, query.filters)
+                pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
+                hits, total = _fused_page(
+                    mode, [(pid, score) for pid, _, score in dense],
+                    lambda: engine.search_passages(query, limit=depth, offset=0, snippets=snippets).hits,
+                    key=lambda h: h.passage_id, fetch=lambda ids: _passages_by_id(engine, {pmcid_of[i] for i in ids}),
+                    offset=offset, limit=limit)
             res = PassageSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                        took_ms=(time.perf_counter() - t0) * 1000)
         res.query = describe(query) | {"mode": mode}
@@ -170,7 +175,8 @@ class SearchService:
 
     # ---- reading ----------------------------------------------------------------------------------------------
     def get_paper(self, pmcid: str, collection: str = "default") -> Paper:
-        paper = self.engine(collection).get_paper(pmcid)
+        with engine_time("get_paper"):
+            paper = self.engine(collection).get_paper(pmcid)
         if paper is None:
             raise PaperNotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
         return paper

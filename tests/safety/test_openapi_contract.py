@@ -42,6 +42,7 @@ from test_safety_inputs import load as load_http
 
 from indexer.synthetic import SyntheticConfig, bundled_genes, generate
 from search.api.app import create_app
+from search.api.deps import PUBLIC_PATHS
 from search.api.models import ErrorResponse
 from search.api.openapi import ERROR_REF, NO_404
 from search.core.config import Settings
@@ -101,7 +102,7 @@ def test_every_error_is_declared_with_the_one_error_model(auth):
             assert {400, 413} <= set(errors), (method, path)
         if "{" in path and f"{method} {path}" not in NO_404:
             assert 404 in errors, (method, path)
-        assert ({401, 403, 429} <= set(errors)) == (auth and path != "/v1/health"), (method, path)
+        assert ({401, 403, 429} <= set(errors)) == (auth and path not in PUBLIC_PATHS), (method, path)
     assert "409" in doc["paths"]["/v1/papers/{pmcid}"]["get"]["responses"]  # budget_exhausted, session_closed
 
 
@@ -110,7 +111,7 @@ def test_bearer_auth_is_declared_only_where_it_applies(auth):
     doc = DOCS[auth]
     assert ("securitySchemes" in doc["components"]) == auth
     for method, path, op in operations(doc):
-        protected = auth and path != "/v1/health"
+        protected = auth and path not in PUBLIC_PATHS
         assert (op.get("security") == [{"HTTPBearer": []}]) == protected, (method, path)
 
 
