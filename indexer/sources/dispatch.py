@@ -78,6 +78,14 @@ def detect_format(path: Path) -> str:
                      f"dataset folder, .nxml, .xml or a PMC .tar.gz package)", source=str(path))
 
 
+def _is_article(path: Path) -> bool:
+    """A JATS article file: ``.nxml``, or ``.xml`` whose root element is ``<article>`` (not a BioC collection)."""
+    name = path.name.lower()
+    if not path.is_file() or not name.endswith(_ARTICLE_SUFFIXES):
+        return False
+    return name.endswith(".nxml") or _xml_root(_head(path)) == "article"
+
+
 def _is_data(path: Path) -> bool:
     """A file with a data suffix, or a Hugging Face dataset folder."""
     return path.is_dir() or data_suffix(path) in _DATA_SUFFIXES
@@ -88,7 +96,7 @@ def _walk(folder: Path) -> Iterator[Path]:
     (they become rejects, not silence); hidden entries, HF metadata and documentation are skipped, and so are the
     other files of a folder that holds JATS articles (their supplementary files: ``indexer.supplements``)."""
     entries = sorted(folder.iterdir())
-    articles = any(e.name.lower().endswith(_ARTICLE_SUFFIXES) and e.is_file() for e in entries)
+    articles = any(_is_article(e) for e in entries)
     for entry in entries:
         if entry.name.startswith("."):
             continue
