@@ -36,6 +36,7 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
     generate_latest,
+    values,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -110,7 +111,9 @@ class Metrics:
 
     def __init__(self, state: StateCollector | None = None):
         disable_created_metrics()   # no *_created series: they double every series and no dashboard reads them
-        self.multiproc = os.environ.get(MULTIPROC_ENV) or None
+        # prometheus-client picks its value store when it is imported: shared files only if the variable was set then
+        self.multiproc = (os.environ.get(MULTIPROC_ENV) or None) if values.ValueClass is not values.MutexValue \
+            else None
         self.registry = CollectorRegistry(auto_describe=True)
         target = None if self.multiproc else self.registry
         self.requests = Counter("flysift_requests", "Requests answered", ["route", "method", "status", "team"],
