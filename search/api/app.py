@@ -8,7 +8,7 @@ from pathlib import Path
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -79,6 +79,21 @@ def _shadowed_methods(app: FastAPI, routers: list) -> None:
                 app.add_api_route(fixed.path, _method_not_allowed(allow), methods=stolen, include_in_schema=False)
 
 
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the document declares for ``path``: those of the most specific documented path template that
+    matches it (``/v1/papers/search`` takes POST, although ``/v1/papers/{pmcid}`` matches it too)."""
+    by_template: dict[str, set[str]] = {}
+    for route in iter_route_contexts(app.routes):
+        if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
+            continue
+        if route.path_regex.match(path):
+            by_template.setdefault(route.path or "", set()).update(route.methods or ())
+    if not by_template:
+        return []
+    best = min(by_template, key=lambda t: (t.count("{"), t))
+    return sorted(by_template[best] - {"HEAD"})
+
+
 def _method_not_allowed(allow: list[str]):
     def method_not_allowed() -> None:
         raise StarletteHTTPException(405, f"Method not allowed; this path takes {', '.join(allow)}.",
@@ -123,9 +138,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(422, "invalid_request", f"Invalid request: {msg}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException):
+    async def _http(request: Request, exc: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:   # Starlette names the methods of the first route that matched the path only
+            allow = allowed_methods(app, request.url.path)
+            headers = {**(headers or {}), "Allow": ", ".join(allow)}
+            return _error(405, code, f"Method not allowed; this path takes {', '.join(allow)}.", headers=headers,
+                          request=request)
+        return _error(exc.status_code, code, str(exc.detail), headers=headers, request=request)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):

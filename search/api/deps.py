@@ -118,7 +118,7 @@ async def current_session(request: Request, caller: Caller,
                           ) -> Session | None:
     """The session named by the ``X-Session-Id`` header (None without it, at no cost); the call is traced in it.
     Declared as a parameter so that every operation that reads it says so in the OpenAPI document."""
-    if not sid:
+    if sid is None:   # an empty header is a malformed id (422), not "no session"
         return None
     sessions: SessionService = request.app.state.sessions
     s = await blocking(sessions.get, sid, caller)

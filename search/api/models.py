@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from search.core.inputs import JsonInt, json_int
 from search.core.models import Paper, Section
 from search.core.names import COLLECTION_PATTERN, MAX_PAPER_ID_CHARS, PAPER_ID_PATTERN
 from search.core.query import Filters
@@ -25,9 +26,9 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(description='Words, gene symbols (case-sensitive: Dl ≠ dl) and "quoted phrases"')
-    # strict integers: pydantic would read JSON's true as 1 (``limit: true`` answered one hit)
-    limit: int = Field(10, strict=True, description="Page size, at most 100")
-    offset: int = Field(0, strict=True)
+    # JSON integers: pydantic would read JSON's true as 1 (``limit: true`` answered one hit)
+    limit: JsonInt = Field(10, description="Page size, at most 100")
+    offset: JsonInt = 0
     filters: Filters | None = None
     snippets: bool | None = Field(None, description="Highlighted snippets (default: off for papers, on for passages)")
     collection: str = Field("default", pattern=f"^(?:{COLLECTION_PATTERN})$")
@@ -54,7 +55,7 @@ class PaperIn(Paper):
     pmcid: str = Field(pattern=f"^(?:{PAPER_ID_PATTERN})$", max_length=MAX_PAPER_ID_CHARS,
                        description="The paper's key: PMC123, PMID:123, DOI:10.1000/x, or a test collection's "
                                    "document id (MED-10)")
-    year: int | None = Field(None, ge=0, le=9999, strict=True)
+    year: json_int(ge=0, le=9999) | None = None   # type: ignore[valid-type]
     sections: list[SectionIn] = Field(default_factory=list)  # type: ignore[assignment]  # stricter on purpose
     #: supplementary files come from indexing article packages (``flysift index corpus``), never from a request
     supplements: list[Any] = Field(default_factory=list, max_length=0,

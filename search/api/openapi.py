@@ -25,9 +25,14 @@ from search.api.deps import BEARER_SCHEME, PUBLIC_PATHS
 from search.api.models import ErrorResponse
 from search.core import names
 from search.core.config import Settings
+from search.core.inputs import INT64_MAX, INT64_MIN, MAX_STRING_CHARS
 from search.ontology import service as terms
+from search.ontology.hidden import NAMED_SETS
+from search.ontology.model import GO_ASPECTS, KNOWN, KNOWN_RELATIONS, RELATION_SETS
+from search.retrieval.cursors import MAX_CURSOR_CHARS
+from search.retrieval.service import VALID_SECTIONS
 from search.sessions.keys import TEAM_NAME
-from search.text.term_search import ID_QUERY_RE  # the term service's rule for what a term id looks like
+from search.sessions.models import SESSION_ID
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
 SECURITY_SCHEME = "HTTPBearer"
@@ -76,6 +81,8 @@ CONFLICTS: dict[str, str] = {
     "POST /v1/sessions/{session_id}/close": "session_closed",
     "POST /v1/sessions/{session_id}/names": "session_closed",
     "POST /v1/sessions/{session_id}/submission": "session_closed",
+    "GET /v1/sessions/{session_id}/coverage": "ground_truth_missing (no pmcids given and no FlyAOC ground truth "
+                                              "loaded)",
 }
 #: operations that never write (a full disk cannot reach them); every other one writes the session store (a session
 #: call's trace, a session, names, a submission), an index or the cursor secret, so it may answer 507
@@ -84,21 +91,82 @@ NO_WRITES = frozenset({"GET /v1/health", "GET /v1/ready", "GET /metrics"})
 BODY_ERRORS = (400, 413)
 
 
+#: operations whose parameters the document requires although the route reads them as optional (``query`` of term
+#: search: its deprecated alias ``q``, left out of the document, may stand in for it)
+REQUIRED_PARAMS: dict[str, frozenset[str]] = {"GET /v1/terms/search": frozenset({"query"})}
+
+# Request text as the document states it, in patterns that ECMA-262 (JSON Schema), jsonschema-rs and Python's ``re``
+# read alike. No request string may hold NUL (the input guard refuses it: 422); where the server strips and refuses
+# an empty value, a non-blank one, with whitespace spelled out as ``str.strip`` removes it (``\s`` differs between
+# the three engines).
+TEXT = "^[^\\u0000]*$"
+WHITESPACE = ("\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028"
+              "\\u2029\\u202f\\u205f\\u3000")
+NON_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
+#: ``hidden``: comma-separated named sets and term ids (anything with a colon); empty items are skipped
+_HIDDEN_ITEM = f"(?:[^,\\u0000]*:[^,\\u0000]*|[{WHITESPACE}]*(?:{'|'.join(NAMED_SETS)})?[{WHITESPACE}]*)"
+HIDDEN = f"^{_HIDDEN_ITEM}(?:,{_HIDDEN_ITEM})*$"
+#: ``relations``: a relation set, or comma-separated relation names the service knows
+_RELATION = "(?:" + "|".join(KNOWN_RELATIONS) + ")"
+RELATIONS = "^(?:" + "|".join(k.replace("+", "\\+") for k in RELATION_SETS) + f"|{_RELATION}(?:,{_RELATION})*)$"
+#: ``aspect``: P, F or C (or the GO namespace's name), or empty for none
+ASPECT = "^(?:|P|F|C|p|f|c|" + "|".join(GO_ASPECTS) + ")$"
+#: ``sections`` of a paper read: comma-separated section names (either case), empty items skipped
+_SECTION = "(?:" + "|".join(n for s in VALID_SECTIONS for n in (s, s.lower())) + ")"
+_SECTION_ITEM = f"[{WHITESPACE}]*(?:{_SECTION}[{WHITESPACE}]*)?"
+SECTIONS = f"^{_SECTION_ITEM}(?:,{_SECTION_ITEM})*$"
+#: ``pmcids`` of a coverage request: comma-separated paper ids
+_PMCID_ITEM = f"[{WHITESPACE}]*(?:(?:{names.PAPER_ID_PATTERN})[{WHITESPACE}]*)?"
+PMCIDS = f"^{_PMCID_ITEM}(?:,{_PMCID_ITEM})*$"
+#: what a term id of a known ontology looks like (ids of other indexed ontologies are served, not documented)
+TERM_ID = "^(?:" + "|".join(s.id_pattern.replace("\\d", "[0-9]") for s in KNOWN.values()) + ")$"
+#: a free-form JSON body (a FlyAOC prediction) as the input guard bounds it
+JSON_VALUE = "JsonValue"
+
+
 def _anchored(pattern: str) -> str:
     """A JSON Schema pattern is searched, not matched: anchor it so it means what the server's ``fullmatch`` means."""
     return f"^(?:{pattern})$"
 
 
+#: levels of nesting the document spells out in ``JsonValue`` (generators do not follow recursive references)
+JSON_VALUE_LEVELS = 4
+
+
+def json_value_schema(levels: int = JSON_VALUE_LEVELS) -> dict[str, Any]:
+    """A JSON value the input guard accepts: text without NUL, 64-bit integers, numbers, booleans, null, and arrays
+    and objects of them, spelt out ``levels`` deep (the guard takes 32)."""
+    scalars: list[dict[str, Any]] = [{"type": "string", "pattern": TEXT, "maxLength": MAX_STRING_CHARS},
+                                     {"type": "integer", "minimum": INT64_MIN, "maximum": INT64_MAX},
+                                     {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
+    value: dict[str, Any] = {"anyOf": scalars}
+    for _ in range(levels - 1):
+        value = {"anyOf": [*scalars, {"type": "array", "items": value},
+                           {"type": "object", "additionalProperties": value, "propertyNames": {"pattern": TEXT}}]}
+    return {**value, "title": JSON_VALUE,
+            "description": "Any JSON value without NUL characters (the document spells out "
+                           f"{JSON_VALUE_LEVELS} levels; the service takes values nested up to 32 deep)"}
+
+
 def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
     """Bounds of query, path and header parameters by name, from the modules that enforce them."""
-    term_query = {"minLength": 1, "maxLength": terms.MAX_QUERY_CHARS}
+    term_query = {"minLength": 1, "maxLength": terms.MAX_QUERY_CHARS, "pattern": NON_BLANK}
     # ``team`` picks whose sessions only with auth off (empty: the caller's own); with auth on it is ignored
     team = {} if settings.auth else {"pattern": f"^(?:{TEAM_NAME.pattern.strip('^$')})?$", "maxLength": 64}
+    session = {"pattern": _anchored(SESSION_ID.pattern), "maxLength": 68}
     return {
         "collection": {"pattern": _anchored(names.COLLECTION_PATTERN), "maxLength": 63},
         "ontology": {"pattern": _anchored(names.ONTOLOGY_PATTERN), "maxLength": 32},
         "build_id": {"pattern": _anchored(names.BUILD_ID_PATTERN)},
-        "term_id": {"pattern": _anchored(ID_QUERY_RE.pattern.replace(r"\s*", "")), "maxLength": 200},
+        "term_id": {"pattern": TERM_ID, "maxLength": 200},
+        "pmcid": {"pattern": _anchored(names.PAPER_ID_PATTERN), "maxLength": names.MAX_PAPER_ID_CHARS},
+        "cursor": {"maxLength": MAX_CURSOR_CHARS},
+        "session_id": session, "X-Session-Id": session,
+        "hidden": {"pattern": HIDDEN},
+        "relations": {"pattern": RELATIONS},
+        "sections": {"items": {"pattern": SECTIONS}},
+        "pmcids": {"items": {"pattern": PMCIDS}},
+        "aspect": {"pattern": ASPECT},
         "team": team,
         "q": term_query, "text": term_query, "query": term_query,
     }
@@ -106,13 +174,18 @@ def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
 
 def body_bounds(settings: Settings) -> dict[str, dict[str, dict[str, Any]]]:
     """Bounds of request-body properties, by component schema and property."""
+    team = {} if settings.auth else {"pattern": f"^(?:{TEAM_NAME.pattern.strip('^$')})?$"}
     return {
         "SearchRequest": {
-            "query": {"minLength": 1, "maxLength": settings.max_query_chars},
+            "query": {"minLength": 1, "maxLength": settings.max_query_chars, "pattern": NON_BLANK},
             "limit": {"minimum": 1, "maximum": settings.max_page_size},
             "offset": {"minimum": 0, "maximum": settings.max_offset},
             "collection": {"pattern": _anchored(names.COLLECTION_PATTERN), "maxLength": 63},
         },
+        "NamesRequest": {"names": {"minItems": 1, "items": {"minLength": 1, "pattern": NON_BLANK}}},
+        "SessionCreate": {"team": team},
+        "HiddenTerms": {"ids": {"items": {"pattern": "^[^\\u0000:]*:[^\\u0000]*$"}}},
+        "Filters": {"section_types": {"items": {"pattern": f"^{_SECTION_ITEM}$"}}},
     }
 
 
@@ -148,12 +221,19 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
         for prop, bounds in props.items():
             _bound(schemas.get(comp, {}).get("properties", {}).get(prop), bounds)
 
+    schemas[JSON_VALUE] = json_value_schema()
+    texts: set[str] = set()
     for path, ops in doc.get("paths", {}).items():
         for method, op in ops.items():
             key = f"{method.upper()} {path}"
             public = path in PUBLIC_PATHS
             for p in op.get("parameters", []):
                 _bound(p.get("schema"), pbounds.get(p["name"], {}))
+                _text(p.get("schema"), schemas, texts)
+                if p["name"] in REQUIRED_PARAMS.get(key, ()):
+                    p["required"] = True
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+            _text(body.get("schema"), schemas, texts)
             op["responses"] = {k: v for k, v in op.get("responses", {}).items() if k[0] not in "45"}
             for status in sorted(_statuses(key, op, public, settings.auth)):
                 op["responses"][str(status)] = _error_response(status, CONFLICTS.get(key) if status == 409 else None)
@@ -188,14 +268,49 @@ def _error_response(status: int, why: str | None) -> dict[str, Any]:
     return out
 
 
+#: which bound applies to which JSON type
+_BOUND_TYPES = {"minimum": "integer", "maximum": "integer", "minLength": "string", "maxLength": "string",
+                "pattern": "string", "minItems": "array", "items": "array"}
+
+
 def _bound(schema: dict[str, Any] | None, bounds: dict[str, Any]) -> None:
-    """Add ``bounds`` to a parameter or property schema (also inside ``anyOf``, for optional values); bounds the
-    model itself declares win."""
+    """Add ``bounds`` to a parameter or property schema (also inside ``anyOf``, for optional values; ``items`` to
+    an array's items); bounds the model itself declares win."""
     if not schema or not bounds:
         return
-    targets = [s for s in schema.get("anyOf", []) if s.get("type") in ("string", "integer")] or [schema]
+    targets = [s for s in schema.get("anyOf", []) if s.get("type") in ("string", "integer", "array")] or [schema]
     for s in targets:
-        kind = s.get("type")
         for k, v in bounds.items():
-            if (k in ("minimum", "maximum")) == (kind == "integer"):
+            if _BOUND_TYPES.get(k) != s.get("type"):
+                continue
+            if k == "items":
+                _bound(s.get("items"), v)
+            else:
                 s.setdefault(k, v)
+
+
+def _text(schema: dict[str, Any] | None, schemas: dict[str, Any], seen: set[str]) -> None:
+    """Every string a request may send, in ``schema`` and the components it names, declared without NUL (the input
+    guard refuses it); a free-form object's values are ``JsonValue``s."""
+    if not isinstance(schema, dict):
+        return
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        if name not in seen and name != JSON_VALUE:
+            seen.add(name)
+            _text(schemas.get(name), schemas, seen)
+        return
+    if schema.get("type") == "string" and not ({"enum", "const", "format"} & set(schema)):
+        schema.setdefault("pattern", TEXT)
+    if schema.get("type") == "object" and schema.get("additionalProperties") is True:
+        schema["additionalProperties"] = {"$ref": f"#/components/schemas/{JSON_VALUE}"}
+        schema.setdefault("propertyNames", {"pattern": TEXT})
+        schema.setdefault("examples", [{}])   # a valid value to start from (generators otherwise start from 0)
+    for key in ("anyOf", "allOf", "oneOf", "prefixItems"):
+        for sub in schema.get(key, []):
+            _text(sub, schemas, seen)
+    for key in ("items", "additionalProperties"):
+        _text(schema.get(key), schemas, seen)
+    for sub in (schema.get("properties") or {}).values():
+        _text(sub, schemas, seen)

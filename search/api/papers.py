@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import StringConstraints
 from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import CurrentSession, Search
@@ -12,6 +13,7 @@ from search.api.fast import lean
 from search.api.models import SearchRequest
 from search.api.respond import answer, dump, json_response
 from search.core.errors import DEFAULT_COLLECTION, index_missing
+from search.core.inputs import INT64_MAX
 from search.core.models import IndexStats, PaperSearchResults, PaperText, PassageSearchResults
 from search.retrieval.service import SearchService
 from search.sessions.models import ReadCharge
@@ -80,11 +82,13 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
 @router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
 @lean
 async def get_paper(pmcid: str, request: Request, session: CurrentSession,
-                    sections: Annotated[list[str] | None,
-                                        Query(description="Section names (repeat or comma-separate); ABSTRACT "
-                                                          "selects the abstract")] = None,
+                    sections: Annotated[list[Annotated[str, StringConstraints(max_length=200)]] | None,
+                                        Query(max_length=16, description="Section names (repeat or "
+                                                                         "comma-separate); ABSTRACT selects the "
+                                                                         "abstract")] = None,
                     max_chars: Annotated[int | None,
-                                         Query(description="Page size in characters; a cursor continues")] = None,
+                                         Query(ge=200, le=INT64_MAX,
+                                               description="Page size in characters; a cursor continues")] = None,
                     cursor: str | None = None, collection: str = "default") -> Response:
     """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
     X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see

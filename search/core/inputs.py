@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
 
 from search.core.errors import InvalidJson, InvalidRequest
 
@@ -31,6 +33,26 @@ STORED_STRING_CHARS = 10_000
 #: text that is not valid Unicode text: NUL and lone (unpaired) surrogates
 BAD_TEXT = re.compile(r"[\x00\ud800-\udfff]")
 CUT = "…"
+
+
+def _json_integer(value: Any) -> Any:
+    """What JSON calls an integer: a number without a fraction (``10`` or ``10.0``), never ``true`` (pydantic would
+    read it as 1: ``limit: true`` answered one hit) nor a string of digits."""
+    if isinstance(value, bool) or isinstance(value, str | bytes):
+        raise ValueError("Input should be a valid integer (a JSON number, not a boolean or a string)")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: an integer field of a request body, as JSON Schema's ``integer`` means it
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+
+
+def json_int(ge: int | None = None, le: int | None = None) -> Any:
+    """:data:`JsonInt` with bounds (for an optional field: the bounds must come before the validator, or the JSON
+    schema says ``ge``/``le`` instead of ``minimum``/``maximum``)."""
+    return Annotated[int, Field(ge=ge, le=le), BeforeValidator(_json_integer)]
 
 
 def quoted(value: Any, limit: int = QUOTE_CHARS) -> str:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from search.core.base import Model
+from search.core.inputs import json_int
 
 #: Default field weights for paper search (a collection may set its own: ``Settings.bm25``): how many times each field
 #: is written into the paper's ``text`` field at index time, in both engines (title 2: older gene names reach recall@16
@@ -109,9 +110,9 @@ class Filters(Model):
 
     model_config = ConfigDict(extra="forbid")
 
-    # strict: JSON's true is not the year 1
-    year_from: int | None = Field(None, ge=0, le=MAX_YEAR, strict=True)
-    year_to: int | None = Field(None, ge=0, le=MAX_YEAR, strict=True)
+    # JSON integers: true is not the year 1
+    year_from: json_int(ge=0, le=MAX_YEAR) | None = None   # type: ignore[valid-type]
+    year_to: json_int(ge=0, le=MAX_YEAR) | None = None   # type: ignore[valid-type]
     section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
         None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
     pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)

@@ -42,6 +42,7 @@ from search.ontology.model import (
     GO_ASPECTS,
     IS_A,
     KNOWN,
+    KNOWN_RELATIONS,
     RELATION_SETS,
     SUFFIX,
     Ontology,
@@ -476,8 +477,7 @@ class TermService:
 
     def _relations(self, ont: Ontology, relations: str | Iterable[str] | None) -> list[str]:
         rels = ont.expand_relations(relations)
-        hierarchy = RELATION_SETS["hierarchy"] or ()
-        unknown = [r for r in rels if r not in ont.relations and r not in hierarchy]
+        unknown = [r for r in rels if r not in ont.relations and r not in KNOWN_RELATIONS]
         if unknown:
             raise InvalidRequest(f"relations: unknown {unknown}",
                                  details={"field": "relations", "valid": sorted(RELATION_SETS) + ont.relations})

@@ -25,10 +25,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fastapi import routing as fastapi_routing
+
 from search.core.request_context import CURRENT, RequestContext
 from search.ops.metrics import Metrics
 from search.sessions.models import SESSION_ID
 
+#: where FastAPI (0.165) leaves the route a request took, with its router's prefix (``scope["route"]`` is the route
+#: as declared, without it); absent in other versions, then ``scope["route"]`` is used
+_FASTAPI_SCOPE_KEY = getattr(fastapi_routing, "_FASTAPI_SCOPE_KEY", None)
+_EFFECTIVE_ROUTE_KEY = getattr(fastapi_routing, "_FASTAPI_EFFECTIVE_ROUTE_CONTEXT_KEY", None)
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,64}")
 HEADER = b"x-request-id"
 ACCESS = "flysift.access"
@@ -51,10 +57,15 @@ def request_id_of(scope: dict) -> str:
 
 
 def route_of(scope: dict) -> str:
-    """The route template that answered (``/v1/papers/{pmcid}``), ``unmatched`` when none did."""
-    route = scope.get("route")
-    path = getattr(route, "path", None) or getattr(route, "path_format", None)
-    return path if isinstance(path, str) else "unmatched"
+    """The route template that answered (``/v1/papers/{pmcid}``, with the prefix of an included router), ``unmatched``
+    when none did."""
+    fastapi_scope = scope.get(_FASTAPI_SCOPE_KEY) if _FASTAPI_SCOPE_KEY else None
+    effective = fastapi_scope.get(_EFFECTIVE_ROUTE_KEY) if isinstance(fastapi_scope, dict) else None
+    for holder in (effective, scope.get("route")):
+        path = getattr(holder, "path_format", None) or getattr(holder, "path", None)
+        if isinstance(path, str):
+            return path
+    return "unmatched"
 
 
 def _session_of(scope: dict) -> str | None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from search.core.errors import FlysiftError, InvalidRequest, NotFound
-from search.core.inputs import bounded_stored, quoted
+from search.core.inputs import JsonInt, bounded_stored, quoted
 from search.core.models import Gene
 from search.ontology.hidden import HiddenSpec
 
@@ -87,7 +87,7 @@ class SessionCreate(BaseModel):
                       description="FlyBase id (FBgn…) or current symbol (case-sensitive)")
     team: str | None = Field(None, max_length=64, description="With auth on, the key's team (may be omitted); with "
                                                               "auth off, any label (default 'local')")
-    max_papers: int = Field(16, ge=1, le=MAX_PAPERS, strict=True, description="Reading budget")
+    max_papers: JsonInt = Field(16, ge=1, le=MAX_PAPERS, description="Reading budget")
     budget_policy: BudgetPolicy = Field("distinct", description="distinct: one unit per distinct paper; "
                                                                 "flyaoc: one unit per get_paper_text call")
     synonym_policy: SynonymPolicy = "snapshot"
