@@ -123,3 +123,17 @@ def test_a_data_dir_without_a_corpus_is_alive_but_not_ready(tmp_path):
         assert c.get("/v1/health").status_code == 200
         r = c.get("/v1/ready")
         assert r.status_code == 503 and "flysift index corpus" in r.text
+
+
+def test_an_unreachable_cluster_is_not_ready(tmp_path):
+    """The cluster engine's part of readiness: does the cluster answer (its health is the cluster's own part)."""
+    from search.engines import open_engine
+    from search.ops.readiness import Readiness
+
+    settings = Settings(data_dir=tmp_path / "data", cluster_url="http://127.0.0.1:9", cluster_timeout_s=2)
+    engine = open_engine(settings)
+    checks = engine.readiness()
+    assert [c.state for c in checks] == ["fail"] and checks[0].name == "cluster" and "does not answer" in \
+        checks[0].message
+    ready = Readiness(settings, lambda: engine, lambda: None).checks()
+    assert any(c.name == "cluster" and c.state == "fail" for c in ready)

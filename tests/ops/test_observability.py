@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -173,6 +174,14 @@ def test_metrics_by_route_team_and_code_protected_like_admin_routes(data):
     assert _value(m, "flysift_sessions_open") == 1 and _value(m, "flysift_ready") == 1
     assert _value(m, "flysift_collection_papers", collection="default") == len(PAPERS)
     assert _value(m, "flysift_collection_published_timestamp_seconds", collection="default") > time.time() - 3600
+    exposed = {re.sub(r"_(bucket|sum|count)$", "", name) for name, _ in m}
+    root = Path(__file__).parents[2]
+    for where in (root / "docs" / "operations.md", root / "deploy" / "grafana" / "flysift.json"):
+        named = {re.sub(r"_(bucket|sum|count)$", "", n) for n in re.findall(r"flysift_[a-z_]+", where.read_text())}
+        assert named <= exposed | {"flysift_api_builds_open", "flysift_collection_builds_unfinished",
+                                   "flysift_collection_build_records"}, (where, named - exposed)
+    documented = set(re.findall(r"flysift_[a-z_]+", (root / "docs" / "operations.md").read_text()))
+    assert exposed <= documented, exposed - documented   # every metric is in the runbook
 
 
 @pytest.mark.slow
