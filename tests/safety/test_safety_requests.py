@@ -170,3 +170,16 @@ def test_serving_without_auth_beyond_loopback_is_warned_about(tmp_path: Path, ho
 
     banner = serve_banner(Settings(data_dir=tmp_path / "data", auth=auth), host, 8000, 1, False)
     assert ("WARNING: auth is off" in banner) == warned, banner
+
+
+def test_builds_open_when_the_service_stops_are_removed(tmp_path: Path):
+    data = tmp_path / "data"
+    build_index(data)
+    with LiveServer(create_app(Settings(data_dir=data))) as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
+        bid = c.post("/v1/collections/left-open/builds").json()["build_id"]
+        c.post(f"/v1/collections/left-open/builds/{bid}/papers", json={"papers": [_paper("PMC1")]})
+        live = c.post("/v1/collections/default/builds").json()["build_id"]
+        assert (data / "collections" / "left-open").is_dir()
+    assert not (data / "collections" / "left-open").exists()
+    assert not (data / "collections" / "default" / "builds" / live).exists()
+    assert (data / "collections" / "default" / "CURRENT").exists()
