@@ -233,6 +233,7 @@ def main() -> None:
     args = ap.parse_args()
 
     args.work.mkdir(parents=True, exist_ok=True)
+    before = machine()   # the load average before the run: other jobs on a shared machine
     data, _, genes = build(args.work, args.papers, args.words, args.seed)
     if not (data / "terms" / "go").exists():
         from indexer.ontology_sample import sample_files
@@ -253,7 +254,7 @@ def main() -> None:
         out = asyncio.run(drive(base, server, args, genes))
         server_cpu = tree_cpu(server) - cpu0
         statuses = scrape(base)
-    res = {"machine": machine(), "agents": args.agents, "minutes": args.minutes, "workers": args.workers,
+    res = {"machine": before, "agents": args.agents, "minutes": args.minutes, "workers": args.workers,
            "papers": args.papers, "warmup_min": args.warmup_min, "server_cpu_s": round(server_cpu, 1),
            "load_avg_1m_end": round(os.getloadavg()[0], 2), "metrics_statuses": statuses,
            "summary": summarise(out["windows"], out["rss"], args)}
