@@ -113,8 +113,9 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 def _transport_error(base_url: str, exc: httpx.TransportError) -> Unavailable:
     code = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
-    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); "
-                             "check that the service runs and the URL is right, then retry.", status=None)
+    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); start "
+                             "the service (`flysift serve --data-dir DATA --port PORT`) or point --url / FLYSIFT_URL "
+                             "at a running one, then retry.", status=None)
 
 
 _T = TypeVar("_T")
