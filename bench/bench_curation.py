@@ -269,8 +269,10 @@ def gene_table(n: int, path: Path) -> Path:
 @click.option("--budget", type=int, default=16, show_default=True)
 @click.option("--keep-run", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Copy the run directory here (to score it with flysift eval flyaoc / FlyAOC's evaluator)")
+@click.option("--port", type=int, default=None, help="Port of the service this runs (default: a free one)")
 @click.option("--out", type=click.Path(path_type=Path), default=REPO / "bench" / "results" / "curation_batch.json")
-def batch_cmd(n_genes: int, n_papers: int, concurrency: int, budget: int, keep_run: Path | None, out: Path) -> None:
+def batch_cmd(n_genes: int, n_papers: int, concurrency: int, budget: int, keep_run: Path | None, port: int | None,
+              out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         data, corpus = tmpd / "data", tmpd / "corpus"
@@ -283,7 +285,7 @@ def batch_cmd(n_genes: int, n_papers: int, concurrency: int, budget: int, keep_r
         for name, obo in (("go", "go-basic.obo.gz"), ("fbbt", "fbbt-2013-07-26.obo"), ("fbdv", "fbdv.obo")):
             subprocess.run([*fs, "index", "ontology", str(SHARED / "ontologies" / obo), "--name", name,
                             "--data-dir", str(data)], check=True)
-        port = free_port()
+        port = port or free_port()
         url = f"http://127.0.0.1:{port}"
         gene_list = tmpd / "genes.txt"
         gene_list.write_text("".join(f"{g.id}\t{g.symbol}\n" for g in read_genes_tsv(genes_tsv)))

@@ -92,11 +92,15 @@ TASK_KEEPS: dict[str, tuple[str, ...]] = {"go": ("go",), "expression": ("fbbt", 
 
 # ---- molecular function: an activity must be stated ------------------------------------------------------------------
 
-#: verbs (and verb phrases) that state what a gene product does to something named after them
+#: verbs (and verb phrases) that state what a gene product does to what is named right after them; lower case and
+#: finite forms only, so that nouns ("phosphorylation"), participles ("phosphorylated FOXO3") and names ("His-Bind")
+#: are not read as statements
 ACTIVITY_VERBS = re.compile(
-    r"\b(?:binds?|bound\s+to|bind(?:ing)?\s+to|interacts?\s+with|catalys|catalyz|phosphorylat|dephosphorylat|"
-    r"hydrolys|hydrolyz|cleav|ubiquitinat|acetylat|deacetylat|methylat|demethylat|transports?|"
-    r"(?:acts?|functions?|serves?)\s+as|encod(?:es|ing)\s+(?:a|an|the)|ha(?:s|ve)\s+(?:an?\s+)?)", re.I)
+    r"(?<![\w-])(?:binds?|bound\s+to|interacts?\s+with|cataly[sz]es|(?:de)?phosphorylates|hydroly[sz]es|cleaves|"
+    r"ubiquitinates|(?:de)?acetylates|(?:de)?methylates|transports|(?:acts?|functions?|serves?)\s+as|"
+    r"encodes\s+(?:a|an))\b")
+#: the verb stands at most this many characters before the mention (an object follows its verb closely)
+VERB_WINDOW = 40
 #: where a clause starts (the verb must stand in the mention's clause)
 _CLAUSE = re.compile(r"[,;:()\[\]]")
 _ACTIVITY_WORD = re.compile(r"\s*[-\s]?activit(?:y|ies)\b", re.I)
@@ -105,7 +109,7 @@ _ACTIVITY_WORD = re.compile(r"\s*[-\s]?activit(?:y|ies)\b", re.I)
 def states_activity(sentence: str, start: int, end: int) -> bool:
     """Whether ``sentence[start:end]`` (a molecular function mention) stands in a statement of an activity: the word
     "activity" in it or right after it, a named binding ("DNA binding", two words or more ending in binding), or an
-    activity verb earlier in its clause ("X binds ephrins", "X acts as a kinase")."""
+    activity verb shortly before it in its clause ("X binds ephrins", "X acts as a kinase", "X encodes a kinase")."""
     mention = sentence[start:end]
     words = mention.lower().split()
     if "activity" in mention.lower() or _ACTIVITY_WORD.match(sentence, end):
@@ -115,7 +119,8 @@ def states_activity(sentence: str, start: int, end: int) -> bool:
     if len(words) == 1 and words[0].startswith(("bind", "bound")):
         return False  # the verb itself, not what is bound
     clause_start = max((m.end() for m in _CLAUSE.finditer(sentence, 0, start)), default=0)
-    return ACTIVITY_VERBS.search(sentence, clause_start, start) is not None
+    window_start = max(clause_start, start - VERB_WINDOW)
+    return ACTIVITY_VERBS.search(sentence, window_start, start) is not None
 
 
 # ---- the recogniser --------------------------------------------------------------------------------------------------

@@ -112,6 +112,10 @@ def test_molecular_functions_only_where_an_activity_is_stated():
     assert ids("Ey acts as a protein kinase.") == ["GO:0004672"]
     assert ids("A protein kinase, unlike Ey, was used.") == []
     assert states_activity("Ey has kinase activity", 7, 13)
+    # nouns, participles, names and far-away verbs state nothing about what follows them
+    assert ids("It has been observed in ephrin mutant mice.") == []
+    assert ids("We measured its phosphorylation with an antibody.") == []
+    assert ids("Ey encodes a protein found in the nucleus and required for ephrin sorting.") == []
 
 
 def test_in_process_over_many_texts_keeps_offsets():
