@@ -231,23 +231,26 @@ class SynonymPatterns:
 
 
 def _abbreviated(short: str, words: str) -> str | None:
-    """The shortest tail of ``words`` that ``short`` abbreviates (Schwartz & Hearst: it starts with the short form's
-    first letter and holds its letters in order), or None."""
-    letters = [c.lower() for c in short if c.isalnum()]
-    if not letters or not letters[0].isalpha():
+    """The long form ``short`` abbreviates at the end of ``words`` (Schwartz & Hearst 2003): its characters found in
+    order scanning backwards, the first one at the start of a word, at most min(len + 5, 2 len) words; a long form
+    holding the short form itself as a word is the name followed by other words, not a long form. None if none."""
+    chars = [c.lower() for c in short if c.isalnum()]
+    if not chars or not chars[0].isalpha():
         return None
-    parts = words.split()
-    for k in range(1, len(parts) + 1):
-        phrase = " ".join(parts[-k:])
-        if phrase[0].lower() != letters[0]:
-            continue
-        i = 0
-        for c in phrase.lower():
-            if i < len(letters) and c == letters[i]:
-                i += 1
-        if i == len(letters):
-            return phrase
-    return None
+    text = words.lower()
+    i = len(text) - 1
+    for n in range(len(chars) - 1, -1, -1):
+        while i >= 0 and (text[i] != chars[n] or (n == 0 and i > 0 and text[i - 1].isalnum())):
+            i -= 1
+        if i < 0:
+            return None
+        i -= 1
+    start = words.rfind(" ", 0, i + 2) + 1
+    long = words[start:].strip()
+    parts = long.split()
+    if not parts or len(parts) > min(len(chars) + 5, 2 * len(chars)) or short.lower() in (w.lower() for w in parts):
+        return None
+    return long
 
 
 def find_synonyms(units: Iterable[Unit], symbol: str, fullname: str | None

@@ -123,5 +123,8 @@ def test_synonyms_are_the_names_the_papers_give_the_gene():
     assert full == ["bithorax protein"] and symbols == ["Ultrabithorax-like", "CG10388", "bx"]
     assert evidence["Ultrabithorax-like"] == {"pmcid": "PMC1", "passage_id": "PMC1:1:0", "text": units[0].text[:500]}
     assert evidence["bithorax protein"]["text"].startswith("Ubx, formerly called")
+    # a bracketed symbol after words it does not abbreviate (Schwartz & Hearst), or after itself, names nothing
+    noise = [Unit("PMC4", "RESULTS", "PMC4:1:0", "Mutants of Ubx during a (Ubx) screen; the wing (Ubx) grew.")]
+    assert find_synonyms(noise, "Ubx", None) == ([], [], {})
     # the lexicon's names are never copied: only what the text states counts
     assert find_synonyms([Unit("PMC3", "RESULTS", "PMC3:1:0", "Ubx is expressed.")], "Ubx", None) == ([], [], {})
