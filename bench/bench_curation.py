@@ -311,5 +311,65 @@ def batch_cmd(n_genes: int, n_papers: int, concurrency: int, budget: int, keep_r
     click.echo(json.dumps({k: v for k, v in result.items() if k != "summary"}, indent=1))
 
 
+def demo_truth(answer_key: dict[str, list[str]], genes_tsv: Path, path: Path) -> Path:
+    """A FlyAOC-shaped ground truth for a sample corpus: each gene "cites" the papers the generator wrote about it
+    (one placeholder GO row per paper, in corpus), so coverage can be walked through on any corpus."""
+    genes = {g.id: g for g in read_genes_tsv(genes_tsv)}
+    with open(path, "w", encoding="utf-8") as fh:
+        for gid, pmcids in answer_key.items():
+            if gid not in genes:
+                continue
+            rows = [{"go_id": "GO:0008150", "qualifier": "involved_in", "is_negated": False, "aspect": "P",
+                     "evidence_code": "IDA", "reference": "", "in_corpus": True, "pmcid": p} for p in pmcids]
+            fh.write(json.dumps({"gene_id": gid, "gene_symbol": genes[gid].symbol, "task1_function": rows,
+                                 "task2_expression": [], "task3_synonyms": {"current_fullname": genes[gid].fullname,
+                                                                            "fullname_synonyms": [],
+                                                                            "symbol_synonyms": []}}) + "\n")
+    return path
+
+
+@main.command("coverage-demo")
+@click.option("--genes", "n_genes", type=int, default=20, show_default=True)
+@click.option("--papers", "n_papers", type=int, default=400, show_default=True)
+@click.option("--drop-every", type=int, default=10, show_default=True,
+              help="Leave every n-th paper out of the index: cited papers the corpus lacks")
+@click.option("--budget", type=int, default=8, show_default=True)
+@click.option("--search-limit", type=int, default=20, show_default=True, help="Papers the lexical agent looks at")
+@click.option("--port", type=int, default=None, help="Port of the service this runs (default: a free one)")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Keeps the corpus, the ground truth, the run and the coverage report")
+def coverage_demo_cmd(n_genes: int, n_papers: int, drop_every: int, budget: int, search_limit: int,
+                      port: int | None, out: Path) -> None:
+    """Coverage on a corpus missing some cited papers: a sample corpus about FlyAOC's first genes with every n-th
+    paper left out of the index, a lexical run over it, and ``flysift coverage`` of that run and of the ceiling
+    (its output is the walkthrough in docs/curation.md)."""
+    out.mkdir(parents=True, exist_ok=True)
+    data, corpus = out / "data", out / "corpus"
+    genes_tsv = gene_table(n_genes, out / "genes.tsv")
+    fs = flysift_command()
+    subprocess.run([*fs, "sample", "--papers", str(n_papers), "--genes", str(genes_tsv), "--out", str(corpus)],
+                   check=True)
+    lines = (corpus / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    kept = out / "indexed.jsonl"
+    kept.write_text("".join(x + "\n" for n, x in enumerate(lines) if (n + 1) % drop_every), encoding="utf-8")
+    subprocess.run([*fs, "index", "corpus", str(kept), "--data-dir", str(data)], check=True)
+    Lexicon(read_genes_tsv(genes_tsv)).save(data / "lexicon.tsv")
+    for name, obo in (("go", "go-basic.obo.gz"), ("fbbt", "fbbt-2013-07-26.obo"), ("fbdv", "fbdv.obo")):
+        subprocess.run([*fs, "index", "ontology", str(SHARED / "ontologies" / obo), "--name", name,
+                        "--data-dir", str(data)], check=True)
+    truth = demo_truth(json.loads((corpus / "answer_key.json").read_text()), genes_tsv, out / "ground_truth.jsonl")
+    gene_list = out / "genes.txt"
+    gene_list.write_text("".join(f"{g.id}\t{g.symbol}\n" for g in read_genes_tsv(genes_tsv)))
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    with served([*fs, "serve", "--data-dir", str(data), "--port", str(port)], f"{url}/v1/health"):
+        subprocess.run([*fs, "curate", "batch", "--url", url, "--genes", str(gene_list), "--budget", str(budget),
+                        "-o", f"search_limit={search_limit}", "--run-dir", str(out / "run"), "--allow-failures"],
+                       check=True)
+        for extra in (["--run-dir", str(out / "run")], ["--ceiling"]):
+            subprocess.run([*fs, "coverage", "--ground-truth", str(truth), "--url", url, "--out",
+                            str(out / ("coverage" if "--run-dir" in extra else "ceiling")), *extra], check=True)
+
+
 if __name__ == "__main__":
     main()
