@@ -136,6 +136,10 @@ def test_a_configuration_mistake_stops_the_batch_before_the_first_gene(service, 
         "Error: no model: pass --model NAME (or -o model=NAME, or set FLYSIFT_LLM_MODEL)"]
     no_key = batch(service.url, run, "--agent", "single", "--model", "gpt-5-mini")
     assert no_key.exit_code == 1 and "no API key for model 'gpt-5-mini': set OPENAI_API_KEY" in no_key.output
+    monkeypatch.setitem(sys.modules, "openai", None)  # as if the curation extra were not installed
+    no_extra = batch(service.url, run, "--agent", "multi", "--model", "m", "--base-url", "http://127.0.0.1:9/v1")
+    assert no_extra.exit_code == 1 and "pip install 'flysift[curation]'" in no_extra.output
+    monkeypatch.delitem(sys.modules, "openai")
     down = batch("http://127.0.0.1:9", run)
     assert down.exit_code == 1 and len(down.output.strip().splitlines()) == 1
     assert "Cannot reach the flysift API at http://127.0.0.1:9" in down.output and "flysift serve" in down.output
