@@ -43,6 +43,9 @@ DEFAULT_MAX_QUERY_BODY_BYTES = 1024 * 1024
 BUILD_PAPERS = re.compile(r"/v1/collections/[^/]+/builds/[^/]+/papers")
 SUBMISSION = re.compile(r"/v1/sessions/[^/]+/submission")
 SUBMISSION_BODY_BYTES = 2 * 1024 * 1024
+#: a document's texts for the term recogniser: up to 2,000,000 characters (``search.api.models``)
+RECOGNISE = re.compile(r"/v1/terms/recognise")
+RECOGNISE_BODY_BYTES = 4 * 1024 * 1024
 #: JSON values a body may hold, by route kind: a build's 10,000 papers with their sections and paragraphs; a query,
 #: a session, 1,000 names, 10,000 hidden ids or pmcid filters, a prediction
 MAX_VALUES_BUILD = 2_000_000
@@ -178,6 +181,8 @@ def body_limits(scope: dict) -> tuple[int, int]:
         return getattr(settings, "max_body_bytes", DEFAULT_MAX_BODY_BYTES), MAX_VALUES_BUILD
     if SUBMISSION.fullmatch(path):
         return max(small, SUBMISSION_BODY_BYTES), MAX_VALUES
+    if RECOGNISE.fullmatch(path):
+        return max(small, RECOGNISE_BODY_BYTES), MAX_VALUES
     return small, MAX_VALUES
 
 

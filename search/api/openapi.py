@@ -129,6 +129,13 @@ def _anchored(pattern: str) -> str:
     return f"^(?:{pattern})$"
 
 
+#: rules across properties that a model checks in code, stated in JSON Schema
+SCHEMA_RULES: dict[str, dict[str, Any]] = {
+    # ontologies or task, not both (either may be null)
+    "RecogniseRequest": {"not": {"required": ["ontologies", "task"],
+                                 "properties": {"ontologies": {"type": "array"}, "task": {"type": "string"}}}},
+}
+
 #: levels of nesting the document spells out in ``JsonValue`` (generators do not follow recursive references)
 JSON_VALUE_LEVELS = 4
 
@@ -221,6 +228,9 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
         for prop, bounds in props.items():
             _bound(schemas.get(comp, {}).get("properties", {}).get(prop), bounds)
 
+    for comp, rule in SCHEMA_RULES.items():
+        if comp in schemas:
+            schemas[comp].update(copy.deepcopy(rule))
     schemas[JSON_VALUE] = json_value_schema()
     texts: set[str] = set()
     for path, ops in doc.get("paths", {}).items():

@@ -157,7 +157,8 @@ class Settings(Model):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON body of a collection build's "
                                 "papers (bytes); builds send papers in batches under it")
     max_query_body_bytes: int = Field(1024 * 1024, ge=1024, description="Largest JSON body of every other route "
-                                      "(searches, sessions, names; a submission may take up to 2 MiB)")
+                                      "(searches, sessions, names; a submission may take up to 2 MiB, texts to "
+                                      "recognise 4 MiB)")
 
     # indexing
     min_publish_share: float = Field(0.5, ge=0.0, le=1.0, description="Refuse to publish a build holding less than "
