@@ -20,6 +20,7 @@ from typing import Any
 
 from search.core.errors import FlysiftError
 from search.core.names import is_valid
+from search.engines.embedded.health import build_name_ok
 
 ATTEMPTS = 3
 #: what a build folder may hold that a backup leaves out: an interrupted dense run's embeddings
@@ -58,7 +59,7 @@ def _pointer(path: Path) -> str | None:
     except (OSError, ValueError):
         return None
     build = value.get("build") if isinstance(value, dict) else None
-    return build if is_valid("build_id", build) else None
+    return build if build_name_ok(build) else None
 
 
 def _collection(coll_dir: Path, dest: Path, link: bool) -> dict[str, Any] | None:

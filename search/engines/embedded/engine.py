@@ -71,7 +71,7 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.names import check_collection, is_valid
+from search.core.names import check_collection
 from search.core.query import (
     FIELD_BOOSTS,
     PAPER_TEXT,
@@ -510,9 +510,10 @@ class _Reader:
         self.build = build_id
         self.path = build_dir
         meta = _read_meta(build_dir / "build.json")
-        if meta is None or not isinstance(meta.get("layout"), int):   # read as layout 1 it answered 500 to searches
+        # a damaged build.json read as layout 1 answered 500 to every search; layout-1 builds record no layout
+        if meta is None or not isinstance(meta.get("layout", 1), int):
             raise ValueError(f"{build_dir / 'build.json'}: not a build description")
-        one_field = meta["layout"] >= ONE_FIELD_LAYOUT
+        one_field = meta.get("layout", 1) >= ONE_FIELD_LAYOUT
         #: the fields paper queries run on (None: the build is per field, searched with ``Bm25Params.per_field``) and
         #: the field weights the build was written with
         self.paper_fields: dict[str, float] | None = PAPER_TEXT if one_field else None
@@ -604,7 +605,7 @@ class EmbeddedEngine:
                         break
                     try:
                         build = json.loads(current.read_text())["build"]
-                        if not is_valid("build_id", build):   # a name, never a path
+                        if not health.build_name_ok(build):   # a name, never a path
                             raise ValueError("CURRENT names no build")
                         self._reader = _Reader(self.dir / "builds" / build, build)
                         self._current_stat = key

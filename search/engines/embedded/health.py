@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -25,6 +26,15 @@ from search.core.names import is_valid
 #: the tables a paper store has (layout 3+: paper_docs and blocks; before it: papers)
 PAPER_TABLES = ({"paper_docs", "blocks"}, {"papers"})
 REBUILD = "rebuild it (`flysift index corpus …`)"
+
+
+#: what a build folder's name may be (the engine makes ``20250101T120000-1a2b3c``; older ones other plain names)
+_BUILD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def build_name_ok(name: object) -> bool:
+    """Whether ``CURRENT``'s value can name a build folder: a plain name, never a path."""
+    return isinstance(name, str) and _BUILD_NAME.fullmatch(name) is not None and ".." not in name
 
 
 def _rel(path: Path, data_dir: Path) -> str:
@@ -57,7 +67,7 @@ def build_problem(build_dir: Path, data_dir: Path, deep: bool = False, facts: di
     meta_file = build_dir / "build.json"
     meta, why = _json(meta_file)
     if why is None and not (isinstance(meta, dict) and meta.get("status") == "published"
-                            and isinstance(meta.get("layout"), int)):
+                            and isinstance(meta.get("layout", 1), int)):
         why = "not a published build's description (status, layout)"
     if why:
         return fail(name, f"build.json {why}", file=_rel(meta_file, data_dir), fix=f"{RESTORE}, or {REBUILD}",
@@ -132,8 +142,7 @@ def collection_checks(collection_dir: Path, data_dir: Path, deep: bool = False) 
             out.append(warn(name, "a folder with no build (left by a build that never published)",
                             file=_rel(collection_dir, data_dir), fix="remove the folder"))
         return out
-    if why is None and not (isinstance(value, dict) and isinstance(value.get("build"), str)
-                            and is_valid("build_id", value["build"])):
+    if why is None and not (isinstance(value, dict) and build_name_ok(value.get("build"))):
         why = "not a build pointer ({\"build\": \"<id>\"})"
     if why:
         kept = [b for b, meta in builds if meta and meta.get("status") == "published"]
