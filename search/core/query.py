@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
 
 from search.core.base import Model
 
@@ -96,6 +96,9 @@ class Clause(Model):
     boost: float = 1.0
     required: bool = False
     name: str | None = None
+    #: the one paper field the clause searches (``title:``/``abstract:`` of the query language); None: the whole
+    #: paper (or the passage). A passage search reads ``abstract`` as "in an abstract passage".
+    field: Literal["title", "abstract"] | None = None
 
 
 #: bounds of a filter as a request may send it (a year is four digits; lists are what one query can carry)
@@ -123,14 +126,58 @@ class Filters(Model):
         return self
 
 
+class FilterNode(Model):
+    """A filter inside a boolean query (``-section:methods``, ``(year:2005 OR title:Shh)``): restricts, never
+    scores. ``field`` is ``year`` (``year_from``/``year_to``), ``section`` or ``pmcid`` (``values``, any of)."""
+
+    kind: Literal["filter"] = "filter"
+    field: Literal["year", "section", "pmcid"]
+    values: list[str] = Field(default_factory=list)
+    year_from: int | None = None
+    year_to: int | None = None
+
+
+class BoolNode(Model):
+    """A boolean group of the query language: every ``must`` and ``filter`` matches (a filter without scoring), none
+    of ``must_not``; ``should`` add score and, in a group without ``must``, at least one of them matches
+    (Elasticsearch's ``bool`` with ``minimum_should_match`` 1 when there is no ``must``). A leaf ``Clause`` matches
+    when its analysed tokens do; one word of the query is usually a group of several clauses (its word view, an
+    exact-case bonus…) in ``should``. A group with nothing but ``filter`` matches every document they keep."""
+
+    kind: Literal["bool"] = "bool"
+    must: list[QueryNode] = Field(default_factory=list)
+    should: list[QueryNode] = Field(default_factory=list)
+    must_not: list[QueryNode] = Field(default_factory=list)
+    filter: list[QueryNode] = Field(default_factory=list)
+
+
+def _node_kind(value: Any) -> str:
+    kind = value.get("kind", "clause") if isinstance(value, dict) else getattr(value, "kind", "clause")
+    return kind if kind in ("bool", "filter") else "clause"
+
+
+QueryNode = Annotated[Annotated[Clause, Tag("clause")] | Annotated[BoolNode, Tag("bool")]
+                      | Annotated[FilterNode, Tag("filter")], Discriminator(_node_kind)]
+BoolNode.model_rebuild()
+
+
 class EngineQuery(Model):
     """Clauses and filters (what engines compile), plus what the planner noted while reading the text: the stop
-    words it ``dropped`` and the ``case`` it read the query in (engines ignore both)."""
+    words it ``dropped`` and the ``case`` it read the query in (engines ignore both).
+
+    ``tree`` is set for a query that uses the query language's operators or fields (``search.retrieval.boolean``):
+    engines then match and score by it (plus ``filters``), and ``clauses`` lists its positive leaves, for
+    highlighting and ``matched``. Without a tree (every plain query), ``clauses`` are OR-ed as before."""
 
     clauses: list[Clause] = Field(default_factory=list)
     filters: Filters = Field(default_factory=Filters)
     dropped: list[str] = Field(default_factory=list)
     case: Literal["as written", "capitals", "title"] = "as written"
+    tree: BoolNode | None = None
 
     def named(self) -> list[Clause]:
         return [c for c in self.clauses if c.name]
+
+    def fields(self) -> set[str]:
+        """The paper fields (``title``, ``abstract``) the query restricts a clause to."""
+        return {c.field for c in self.clauses if c.field}
