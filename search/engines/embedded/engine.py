@@ -38,6 +38,11 @@ values (no phrase spans two), each written as many times as the collection's fie
 kept in ``build.json``). A word then has one document frequency and one saturation over the whole paper, where the
 per-field fields before scored a word rare in titles as rare even when every body has it (docs/search.md, "Scoring").
 Builds of layouts 1-4 are still served, per field, with query-time boosts (``Bm25Params.per_field``).
+
+Layout 6 adds ``title_w``/``_s`` and ``abstract_w``/``_s`` (each field once, not scored unless a query names it:
+``title:``, ``abstract:`` of the query language) and keeps the whole abstract, the pmid and the doi in the stored
+head (highlighting and exports). Layout 5 builds answer such a query with 409 ``rebuild_needed``; builds of layouts
+1-4 have per-field fields and answer it.
 """
 
 from __future__ import annotations
@@ -77,16 +82,15 @@ from search.core.query import (
     PAPER_TEXT,
     PASSAGE_WEIGHTS,
     Bm25Params,
-    Clause,
     EngineQuery,
     recorded_weights,
 )
 from search.engines.embedded import paper_store
-from search.engines.embedded.match import any_of
+from search.engines.embedded.compile import Compiler, matched
 from search.engines.embedded.paper_store import PaperStore, StoredPaper
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
-from search.text.analysis import ANALYZERS, analyze, stem
+from search.text.analysis import ANALYZERS, stem
 from search.text.passages import abstract_paragraphs
 from search.text.snippets import Highlighter, paper_snippets
 from search.text.tokens import PRE_ANALYZED, symbol_text, word_text
@@ -95,9 +99,11 @@ DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 5
+LAYOUT = 6
 #: the first layout whose papers are one field (``text``); older builds are searched per field
 ONE_FIELD_LAYOUT = 5
+#: the first layout with the title and abstract fields beside the one field (``title:``, ``abstract:``)
+FIELDED_LAYOUT = 6
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
 #: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory.
 #: 128 MB: a full FlyAOC-size build (16,898 papers, 2 cores) allocated 571 MiB at its peak instead of 1.36 GiB with
@@ -120,6 +126,8 @@ def _paper_schema() -> tantivy.Schema:
     sb.add_integer_field("year", stored=False, indexed=True, fast=True)
     sb.add_text_field("section_types", stored=False, tokenizer_name="raw")
     _add_views(sb, "text")   # title, abstract and body, each repeated by its field weight (layout 5)
+    _add_views(sb, "title")  # once each, searched only by title:/abstract: (layout 6)
+    _add_views(sb, "abstract")
     sb.add_bytes_field("head", stored=True, indexed=False)  # PaperHead JSON
     return sb.build()
 
@@ -233,7 +241,8 @@ def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
         place = (p.section_index, p.paragraph_index, p.start)
         out.append(PreparedPassage(p.id, p.section_type, p.year, word_text(p.text), symbol_text(p.text),
                                    p.model_dump_json(exclude={"text"}, exclude_none=True).encode()))
-    head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
+    head = PaperHead(title=paper.title, abstract=paper.abstract, year=paper.year, journal=paper.journal,
+                     pmid=paper.pmid, doi=paper.doi)
     return Prepared(paper.pmcid, paper.year, tuple(paper.section_types()),
                     head.model_dump_json(exclude_none=True).encode(),
                     paper_store.encode(paper),
@@ -242,12 +251,15 @@ def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
 
 
 class PaperHead(BaseModel):
-    """What a paper hit shows, stored in the paper index."""
+    """What a paper hit shows, stored in the paper index: the whole abstract from layout 6 (hits show 500
+    characters; highlighting reads all of it), its first 500 characters before."""
 
     title: str
     abstract: str
     year: int | None = None
     journal: str | None = None
+    pmid: str | None = None
+    doi: str | None = None
 
 
 def _open_paper_db(path: Path) -> sqlite3.Connection:
@@ -406,6 +418,9 @@ class EmbeddedBuild:
             for _ in range(self.repeats[field] if word else 0):   # separate values: no phrase spans two
                 doc.add_text("text_w", word)
                 doc.add_text("text_s", symbol)
+            if field != "body" and word:
+                doc.add_text(field + "_w", word)
+                doc.add_text(field + "_s", symbol)
         for st in pr.section_types:
             doc.add_text("section_types", st)
         if pr.year is not None:
@@ -517,6 +532,8 @@ class _Reader:
         #: the field weights the build was written with
         self.paper_fields: dict[str, float] | None = PAPER_TEXT if one_field else None
         self.weights: dict[str, float] | None = recorded_weights(meta.get("field_weights")) if one_field else None
+        #: whether papers have the title and abstract fields a query may name (layout 6, and per-field layouts)
+        self.fielded = not one_field or meta["layout"] >= FIELDED_LAYOUT
         self.papers = _open_index(build_dir / "papers", "papers")
         self.passages = _open_index(build_dir / "passages", "passages")
         self.paper_schema = self.papers.schema
@@ -608,100 +625,29 @@ class EmbeddedEngine:
     def has_index(self) -> bool:
         return (self.dir / "CURRENT").exists()
 
-    def _compile(self, query: EngineQuery, schema: tantivy.Schema, fields: dict[str, float],
-                 section_field: str) -> tantivy.Query:
-        shoulds: list[tantivy.Query] = []
-        musts: list[tantivy.Query] = []
-        for clause in query.clauses:
-            q = self._clause(clause, schema, fields)
-            if q is None:
-                continue
-            (musts if clause.required else shoulds).append(q)
-        if shoulds:
-            musts.append(tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in shoulds]))
-        if not musts:
-            return tantivy.Query.empty_query()
-        f = query.filters
-        filters = []
-        if f.year_from is not None or f.year_to is not None:
-            filters.append(tantivy.Query.range_query(schema, "year", tantivy.FieldType.Integer,
-                                                     f.year_from if f.year_from is not None else -(2**62),
-                                                     f.year_to if f.year_to is not None else 2**62))
-        if f.section_types:
-            filters.append(any_of(schema, section_field, f.section_types))
-        if f.pmcids:
-            filters.append(any_of(schema, "pmcid", f.pmcids))
-        clauses = [(tantivy.Occur.Must, q) for q in musts]
-        clauses += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in filters]
-        return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
-
-    @staticmethod
-    def _clause(clause: Clause, schema: tantivy.Schema, fields: dict[str, float]) -> tantivy.Query | None:
-        tokens = analyze(clause.view, clause.text)
-        if not tokens:
-            return None
-        per_field = []
-        for field, boost in fields.items():
-            name = field + VIEW_SUFFIX[clause.view]
-            if len(tokens) == 1:
-                q = tantivy.Query.term_query(schema, name, tokens[0])
-            elif clause.phrase and clause.view == "word":   # the symbol view has no positions (layout 4)
-                q = tantivy.Query.phrase_query(schema, name, [*tokens])
-            elif clause.phrase:
-                q = tantivy.Query.boolean_query([(tantivy.Occur.Must, tantivy.Query.term_query(schema, name, t))
-                                                 for t in tokens])
-            else:
-                q = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(schema, name, t))
-                                                 for t in tokens])
-            per_field.append(tantivy.Query.boost_query(q, boost) if boost != 1.0 else q)
-        q = per_field[0] if len(per_field) == 1 else tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, q) for q in per_field])
-        return tantivy.Query.boost_query(q, clause.boost) if clause.boost != 1.0 else q
-
-    def _matched(self, searcher: tantivy.Searcher, schema: tantivy.Schema, query: EngineQuery,
-                 fields: dict[str, float], key: str, keys: list[str],
-                 addrs: list[tantivy.DocAddress]) -> dict[str, list[str]]:
-        """For each hit key, the names of the named clauses it matches (one filtered query per named clause).
-
-        A match is mapped to its hit by document address (``addrs``, the hits' own): loading the stored document of
-        every (hit, name) pair cost a gene-expanded search in a session (a dozen names) more than the search."""
-        out: dict[str, list[str]] = {k: [] for k in keys}
-        if not keys:
-            return out
-        at = {(a.segment_ord, a.doc): k for k, a in zip(keys, addrs, strict=True)}
-        restrict = tantivy.Query.const_score_query(any_of(schema, key, keys), 0.0)
-        for clause in query.named():
-            q = self._clause(clause.model_copy(update={"boost": 1.0}), schema, fields)
-            if q is None or clause.name is None:
-                continue
-            both = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, restrict)])
-            res = searcher.search(both, len(keys), count=False)
-            for _, addr in res.hits:
-                k = at.get((addr.segment_ord, addr.doc))
-                if k is None:   # another document with a hit's key (none in a published build): read its key
-                    k = searcher.doc(addr)[key][0]
-                if k in out:
-                    out[k].append(clause.name)
-        return out
+    def _compiler(self, r: _Reader, kind: str) -> Compiler:
+        if kind == "papers":
+            return Compiler(r.paper_schema, r.paper_fields or self.bm25.per_field(), "section_types",
+                            paper_fields=r.fielded)
+        return Compiler(r.passage_schema, PASSAGE_WEIGHTS, "section_type", kind="passages")
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = r.paper_fields or self.bm25.per_field()
-        q = self._compile(query, r.paper_schema, fields, "section_types")
-        res = r.paper_searcher.search(q, limit, count=True, offset=offset)
+        compiler = self._compiler(r, "papers")
+        res = r.paper_searcher.search(compiler.query(query), limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
-        matched = self._matched(r.paper_searcher, r.paper_schema, query, fields, "pmcid",
-                                [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
+        hits_matched = matched(r.paper_searcher, r.paper_schema, query, compiler.fields, "pmcid",
+                               [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
         best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
         hits = []
         for score, pmcid, p in papers:
-            snips = paper_snippets(hl, p.title, p.abstract, best.get(pmcid)) if hl else []
-            hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
-                                 score=score, snippets=snips, matched=matched[pmcid]))
+            snips = paper_snippets(hl, p.title, p.abstract[:500], best.get(pmcid)) if hl else []
+            hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract[:500], year=p.year,
+                                 journal=p.journal, score=score, snippets=snips, matched=hits_matched[pmcid]))
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -709,9 +655,10 @@ class EmbeddedEngine:
         """The best-scoring passage of each paper: body snippets come from it, not from a scan of the whole paper."""
         best: dict[str, Passage] = {}
         for pmcid in pmcids:
-            scoped = query.model_copy(update={"filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
-            hits = r.passage_searcher.search(self._compile(scoped, r.passage_schema, PASSAGE_WEIGHTS, "section_type"),
-                                             1, count=False).hits
+            # the positive clauses OR-ed (a tree's AND need not hold within one passage)
+            scoped = query.model_copy(update={"tree": None,
+                                              "filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
+            hits = r.passage_searcher.search(self._compiler(r, "passages").query(scoped), 1, count=False).hits
             if hits:
                 best[pmcid] = r.passage(r.passage_searcher.doc(hits[0][1])["doc"][0])
         return best
@@ -720,18 +667,17 @@ class EmbeddedEngine:
                         snippets: bool = True) -> PassageSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = PASSAGE_WEIGHTS
-        q = self._compile(query, r.passage_schema, fields, "section_type")
-        res = r.passage_searcher.search(q, limit, count=True, offset=offset)
+        compiler = self._compiler(r, "passages")
+        res = r.passage_searcher.search(compiler.query(query), limit, count=True, offset=offset)
         # each stored passage validated once, as a hit (a Passage first would validate the same fields twice)
         hits = [PassageHit.model_validate({**p, "passage_id": p.get("id"), "score": score})
                 for score, p in ((score, r.passage_data(r.passage_searcher.doc(addr)["doc"][0]))
                                  for score, addr in res.hits)]
-        matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id",
-                                [h.passage_id for h in hits], [addr for _, addr in res.hits])
+        hits_matched = matched(r.passage_searcher, r.passage_schema, query, PASSAGE_WEIGHTS, "id",
+                               [h.passage_id for h in hits], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
         for h in hits:
-            h.matched = matched[h.passage_id]
+            h.matched = hits_matched[h.passage_id]
             h.snippet = hl.snippet("text", h.text) if hl else None
         return PassageSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
