@@ -1,13 +1,20 @@
 """The engine-neutral ``EngineQuery`` as query DSL, and passage highlights back as ``Snippet``s (mirrors the embedded
-engine's ``_compile``, so both engines match the same documents; paper snippets come from ``search.text.snippets``)."""
+engine's ``compile`` module, so both engines match the same documents; paper snippets come from
+``search.text.snippets``).
+
+A query with a ``tree`` (the query language) becomes nested ``bool`` queries: ``should`` bundled into one ``must``
+when a group has no ``must`` (``minimum_should_match`` 1 would do the same, but a ``filter`` beside it makes the
+cluster's default 0), ``filter`` and ``FilterNode`` as non-scoring filters, a clause with a ``field`` on that paper
+field (``title``/``abstract``, indexed from papers layout 6) or, in passages, within an abstract passage."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from search.core.models import Snippet
-from search.core.query import Clause, EngineQuery
+from search.core.errors import FlysiftError
+from search.core.models import ABSTRACT, Snippet
+from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters, QueryNode
 from search.text import analysis
 
 PASSAGE_FIELDS = {"text": 1.0}
@@ -23,9 +30,18 @@ def _has_tokens(clause: Clause) -> bool:
     return any(len(t.encode()) < analysis.MAX_TOKEN_CHARS for _, _, t in spans)
 
 
-def compile_query(query: EngineQuery, fields: dict[str, float], section_field: str) -> dict[str, Any]:
+def compile_query(query: EngineQuery, fields: dict[str, float], section_field: str, *, kind: str = "papers",
+                  paper_fields: bool = True) -> dict[str, Any]:
     """The engine-neutral query as query DSL: optional clauses OR-ed (at least one must match when present),
-    required clauses must match, filters do not score. Mirrors ``EmbeddedEngine._compile``."""
+    required clauses must match, filters do not score; or the ``tree``. Mirrors the embedded engine's ``Compiler``.
+    ``paper_fields``: the papers index has the separate title and abstract fields (layout 6)."""
+    if query.tree is not None:
+        ctx = _Ctx(fields, section_field, kind, paper_fields)
+        root = ctx.node(query.tree)
+        if root is None:
+            root = {"match_all": {}} if not (query.tree.must or query.tree.should or query.tree.must_not) \
+                else {"match_none": {}}
+        return _with_filters(root, query.filters, section_field)
     shoulds: list[dict[str, Any]] = []
     musts: list[dict[str, Any]] = []
     for clause in query.clauses:
@@ -35,7 +51,10 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         musts.append(shoulds[0] if len(shoulds) == 1 else {"bool": {"should": shoulds}})
     if not musts:
         return {"match_none": {}}
-    f = query.filters
+    return {"bool": {"must": musts, "filter": _filters(query.filters, section_field)}}
+
+
+def _filters(f: Filters, section_field: str) -> list[dict[str, Any]]:
     filters: list[dict[str, Any]] = []
     if f.year_from is not None or f.year_to is not None:
         bounds = {k: v for k, v in (("gte", f.year_from), ("lte", f.year_to)) if v is not None}
@@ -44,7 +63,60 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         filters.append({"terms": {section_field: f.section_types}})
     if f.pmcids:
         filters.append({"terms": {"pmcid": f.pmcids}})
-    return {"bool": {"must": musts, "filter": filters}}
+    return filters
+
+
+def _with_filters(root: dict[str, Any], f: Filters, section_field: str) -> dict[str, Any]:
+    return {"bool": {"must": [root], "filter": _filters(f, section_field)}}
+
+
+class _Ctx:
+    def __init__(self, fields: dict[str, float], section_field: str, kind: str, paper_fields: bool):
+        self.fields, self.section_field, self.kind, self.paper_fields = fields, section_field, kind, paper_fields
+
+    def node(self, node: QueryNode) -> dict[str, Any] | None:
+        if isinstance(node, Clause):
+            return self.clause(node)
+        if isinstance(node, FilterNode):
+            return {"bool": {"filter": [self.filter(node)]}}
+        return self.bool(node)
+
+    def bool(self, node: BoolNode) -> dict[str, Any] | None:
+        musts = [q for q in (self.node(n) for n in node.must) if q is not None]
+        shoulds = [q for q in (self.node(n) for n in node.should) if q is not None]
+        nots = [q for q in (self.node(n) for n in node.must_not) if q is not None]
+        filters = [self.filter(n) if isinstance(n, FilterNode) else (self.node(n) or {"match_none": {}})
+                   for n in node.filter]
+        if shoulds and not musts:
+            musts.append(shoulds[0] if len(shoulds) == 1 else {"bool": {"should": shoulds}})
+            shoulds = []
+        if not musts and not filters:
+            return None
+        out: dict[str, Any] = {"must": musts}
+        for key, value in (("should", shoulds), ("must_not", nots), ("filter", filters)):
+            if value:
+                out[key] = value
+        return {"bool": out}
+
+    def filter(self, node: FilterNode) -> dict[str, Any]:
+        if node.field == "year":
+            bounds = {k: v for k, v in (("gte", node.year_from), ("lte", node.year_to)) if v is not None}
+            return {"range": {"year": bounds}}
+        return {"terms": {self.section_field if node.field == "section" else "pmcid": node.values}}
+
+    def clause(self, clause: Clause) -> dict[str, Any] | None:
+        if not _has_tokens(clause):
+            return None
+        if clause.field and self.kind == "papers":
+            if not self.paper_fields:
+                raise FlysiftError(f"This collection's index predates {clause.field}: search (its papers have no "
+                                   f"separate {clause.field} field); rebuild it (flysift index corpus …) to search "
+                                   "one field.", code="rebuild_needed", status=409, details={"field": clause.field})
+            return _clause(clause, {clause.field: 1.0})
+        q = _clause(clause, self.fields)
+        if clause.field == "abstract" and self.kind == "passages":
+            return {"bool": {"must": [q], "filter": [{"term": {self.section_field: ABSTRACT}}]}}
+        return q
 
 
 def _clause(clause: Clause, fields: dict[str, float]) -> dict[str, Any]:
