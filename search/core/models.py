@@ -95,6 +95,12 @@ class PaperHit(Model):
     snippets: list[Snippet] = Field(default_factory=list)
     matched: list[str] = Field(default_factory=list,
                                description="Names of the query clauses (e.g. gene names) this hit matched")
+    pmid: str | None = None
+    doi: str | None = None
+    highlight: dict[str, list[str]] | None = Field(
+        None, description="With a request's highlight: fragments with the matched words tagged, per field (title, "
+                          "abstract, passage: the paper's best passage, named by best_passage)")
+    best_passage: str | None = Field(None, description="Id of the passage highlight.passage comes from")
 
 
 class PassageHit(Model):
@@ -110,6 +116,9 @@ class PassageHit(Model):
     year: int | None = None
     snippet: Snippet | None = None
     matched: list[str] = Field(default_factory=list)
+    highlight: dict[str, list[str]] | None = Field(
+        None, description="With a request's highlight: fragments of text with the matched words tagged")
+    title: str | None = Field(None, description="The paper's title (exports and the CLI ask for it)")
 
 
 class SearchResults(Model):
@@ -121,6 +130,9 @@ class SearchResults(Model):
     hits: list[Any]
     took_ms: float = 0.0
     query: dict[str, Any] = Field(default_factory=dict, description="How the planner read the query")
+    facets: dict[str, dict[str, int]] | None = Field(
+        None, description="With a request's facets: how many of all matching documents have each year / section "
+                          "(papers: a body section of that type; passages: their section)")
 
 
 class PaperSearchResults(SearchResults):

@@ -15,14 +15,17 @@ from typing import Any, Literal, Protocol
 from search.core.models import (
     IndexStats,
     Paper,
+    PaperHit,
     PaperSearchResults,
     Passage,
+    PassageHit,
     PassageSearchResults,
     Reject,
     Term,
     TermHit,
 )
 from search.core.query import EngineQuery
+from search.text.highlight import HighlightSpec
 
 
 class Build(Protocol):
@@ -90,10 +93,31 @@ class Engine(TermEngine, Protocol):
 
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                      snippets: bool = True) -> PaperSearchResults: ...
+                      snippets: bool = True, highlight: HighlightSpec | None = None) -> PaperSearchResults:
+        """``highlight``: fragments of title, abstract and best passage (``search.text.highlight``, the same
+        function in every engine)."""
+
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                        snippets: bool = True) -> PassageSearchResults: ...
+                        snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults: ...
     def get_paper(self, pmcid: str) -> Paper | None: ...
+
+    # ---- browsing (each engine's ``browse`` module): facets, exports, heads, document frequencies -------------
+    def facets(self, kind: Literal["papers", "passages"], query: EngineQuery,
+               names: Iterable[str]) -> dict[str, dict[str, int]]:
+        """For ``names`` among ``year`` and ``section``: how many of all matching papers (passages) have each value
+        (papers: a body section of that type); values without any are left out. The same counts in every engine."""
+
+    def export_papers(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PaperHit]:
+        """The first ``limit`` matching papers, best first, without snippets, read as they are consumed (bounded
+        memory whatever ``limit`` is)."""
+
+    def export_passages(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PassageHit]: ...
+
+    def paper_heads(self, pmcids: Iterable[str]) -> dict[str, PaperHit]:
+        """Title, year, journal, pmid and doi of these papers (score 0; unknown ones left out)."""
+
+    def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:
+        """The number of papers, and how many hold each word-view token (more-like-this weighs terms by it)."""
 
     def scan_passages(self) -> Iterator[tuple[Passage, str]]:
         """Every passage of the published build with its paper's title, in the same order on every call for one

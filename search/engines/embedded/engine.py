@@ -86,11 +86,13 @@ from search.core.query import (
     recorded_weights,
 )
 from search.engines.embedded import paper_store
+from search.engines.embedded.browse import Browse
 from search.engines.embedded.compile import Compiler, matched
 from search.engines.embedded.paper_store import PaperStore, StoredPaper
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
 from search.text.analysis import ANALYZERS, stem
+from search.text.highlight import Highlighters, HighlightSpec, paper_highlight, passage_highlight
 from search.text.passages import abstract_paragraphs
 from search.text.snippets import Highlighter, paper_snippets
 from search.text.tokens import PRE_ANALYZED, symbol_text, word_text
@@ -565,8 +567,9 @@ class _Reader:
         return Passage.model_validate(self.passage_data(stored))
 
 
-class EmbeddedEngine:
-    """The ``Engine`` protocol over tantivy; see the module docstring for the on-disk layout."""
+class EmbeddedEngine(Browse):
+    """The ``Engine`` protocol over tantivy; see the module docstring for the on-disk layout (facets, exports, heads
+    and document frequencies: ``Browse``)."""
 
     name = "embedded"
 
@@ -632,7 +635,7 @@ class EmbeddedEngine:
         return Compiler(r.passage_schema, PASSAGE_WEIGHTS, "section_type", kind="passages")
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                      snippets: bool = False) -> PaperSearchResults:
+                      snippets: bool = False, highlight: HighlightSpec | None = None) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
         compiler = self._compiler(r, "papers")
@@ -642,12 +645,18 @@ class EmbeddedEngine:
         hits_matched = matched(r.paper_searcher, r.paper_schema, query, compiler.fields, "pmcid",
                                [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
-        best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
+        hls = Highlighters(query.clauses) if highlight else None
+        wanted = snippets or highlight is not None
+        best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if wanted else {}
         hits = []
         for score, pmcid, p in papers:
             snips = paper_snippets(hl, p.title, p.abstract[:500], best.get(pmcid)) if hl else []
-            hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract[:500], year=p.year,
-                                 journal=p.journal, score=score, snippets=snips, matched=hits_matched[pmcid]))
+            hit = PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract[:500], year=p.year, journal=p.journal,
+                           score=score, snippets=snips, matched=hits_matched[pmcid], pmid=p.pmid, doi=p.doi)
+            if hls is not None and highlight is not None:
+                hit.highlight, hit.best_passage = paper_highlight(hls, highlight, p.title, p.abstract,
+                                                                  best.get(pmcid))
+            hits.append(hit)
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -664,7 +673,7 @@ class EmbeddedEngine:
         return best
 
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                        snippets: bool = True) -> PassageSearchResults:
+                        snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults:
         t0 = time.perf_counter()
         r = self._read()
         compiler = self._compiler(r, "passages")
@@ -676,9 +685,12 @@ class EmbeddedEngine:
         hits_matched = matched(r.passage_searcher, r.passage_schema, query, PASSAGE_WEIGHTS, "id",
                                [h.passage_id for h in hits], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
+        hls = Highlighters(query.clauses) if highlight else None
         for h in hits:
             h.matched = hits_matched[h.passage_id]
             h.snippet = hl.snippet("text", h.text) if hl else None
+            if hls is not None and highlight is not None:
+                h.highlight = passage_highlight(hls, highlight, h.text, h.section_type)
         return PassageSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
