@@ -287,6 +287,8 @@ def describe(query: EngineQuery) -> dict:
         out["dropped"] = list(query.dropped)
     if query.case != "as written":
         out["case"] = query.case
+    if query.tree is not None:   # the query language's operators and fields: what the engines matched by
+        out["tree"] = query.tree.model_dump(exclude_defaults=True)
     return out
 
 
