@@ -30,6 +30,7 @@ from search.core.query import EngineQuery, Filters
 from search.core.querylang import Syntax, parse
 from search.engines import Engine, open_engine
 from search.retrieval.boolean import Reader, Target, positive_text, read_query
+from search.retrieval.browse import BrowseService
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
 from search.retrieval.fusion import rrf
@@ -67,7 +68,9 @@ def check_facets(names: Iterable[str]) -> list[str]:
     return wanted
 
 
-class SearchService:
+class SearchService(BrowseService):
+    """Search, reading and browsing (``BrowseService``: exports, more-like-this, collections, a marked paper)."""
+
     def __init__(self, settings: Settings):
         self.settings = settings
         self._engines: dict[str, Engine] = {}
