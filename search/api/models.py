@@ -9,11 +9,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from search.core.models import Paper, Section
+from search.core.models import CollectionInfo, Paper, Section
 from search.core.names import COLLECTION_PATTERN
 from search.core.query import Filters
 from search.flyaoc.validation import ValidationReport
-from search.retrieval.browse import CollectionInfo
 from search.retrieval.exports import TREC_NAME
 from search.sessions.models import MAX_GENE_REF_CHARS, MAX_NAME_CHARS, Session, Submission, TraceEvent
 from search.text.highlight import HighlightSpec

@@ -170,6 +170,18 @@ class IndexStats(Model):
                                         "that differ, applied by the collection's next build")
 
 
+class CollectionInfo(Model):
+    """A collection with a published build, as ``GET /v1/collections`` lists it."""
+
+    name: str
+    engine: str
+    papers: int
+    passages: int
+    build: str | None = None
+    index_bytes: int = 0
+    ontologies: dict[str, int] = Field(default_factory=dict, description="Term indexes beside it: ontology → terms")
+
+
 class IndexSummary(Model):
     """What an indexing run did; printed by the CLI and returned by the API."""
 

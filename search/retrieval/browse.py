@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from search.core.base import Model
 from search.core.errors import LimitExceeded, PaperNotFound
-from search.core.models import PaperSearchResults, PassageHit
+from search.core.models import CollectionInfo, PaperSearchResults, PassageHit
 from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters
 from search.core.querylang import Syntax
 from search.engines import collection_names
@@ -42,16 +42,6 @@ MIN_WORD_CHARS = 3
 CANDIDATES = 300
 #: passages whose titles one export request reads at once
 TITLE_BATCH = 200
-
-
-class CollectionInfo(Model):
-    name: str
-    engine: str
-    papers: int
-    passages: int
-    build: str | None = None
-    index_bytes: int = 0
-    ontologies: dict[str, int] = {}
 
 
 class MarkedParagraph(Model):
