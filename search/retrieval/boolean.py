@@ -216,17 +216,18 @@ class Reader:
         self._leaf_clauses: dict[int, list[Clause]] = {}
         for leaf in found:
             self._leaf_clauses[id(leaf.node)] = self._read_leaf(leaf, ctx, readings)
-        root = self._node(tree, top=True)
+        node = self._node(tree, top=True)
+        if node is None:
+            raise self.error(tree.pos, "nothing_to_find", "this query has only stop words",
+                             "Add a content word, or quote the words (\"to be\") to search for them as a phrase.")
         positive: list[Clause] = []
-        _positive(root, positive)
+        _positive(node, positive)
         names = [planner.expansion_clause(n, self.known) for n in dict.fromkeys(expansions)]
-        if not isinstance(root, BoolNode):
-            root = BoolNode(should=[root])
+        root = node if isinstance(node, BoolNode) else BoolNode(should=[node])
         if names:
             root = root.model_copy(update={"should": [*root.should, *names]})
         if not _matches_something(root):
-            pos = self.parsed.tree.pos if self.parsed.tree is not None else 0   # type: ignore[union-attr]
-            raise self.error(pos, "nothing_to_find", "this query only excludes",
+            raise self.error(tree.pos, "nothing_to_find", "this query only excludes",
                              "Add a word, a phrase or a filter to search for (NOT and - only take away).")
         dropped = [t["token"] for t in self.trace if t.get("view") == "dropped"]
         return EngineQuery(clauses=positive + names, filters=filters or Filters(), dropped=dropped, case=ctx.case,
@@ -358,3 +359,14 @@ def positive_text(parsed: Parsed) -> str:
 
     walk(parsed.tree, False)
     return " ".join(out)
+
+
+@dataclass
+class Reading:
+    """A query as a search reads it: the engine query, the query language's reader (None for plain text) and the
+    text a dense search embeds."""
+
+    text: str
+    query: EngineQuery
+    reader: Reader | None
+    dense_text: str

@@ -24,6 +24,7 @@ from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters
 from search.core.querylang import Syntax
 from search.engines import collection_names
 from search.retrieval import exports
+from search.retrieval.boolean import Reading
 from search.text.analysis import is_stop_word, stem, word_spans
 from search.text.highlight import Highlighters, HighlightSpec
 from search.text.passages import split_passages
@@ -31,7 +32,6 @@ from search.text.passages import split_passages
 if TYPE_CHECKING:
     from search.core.config import Settings
     from search.engines import Engine
-    from search.retrieval.service import Reading
 
 MAX_QUERY_TERMS = 25
 MIN_TERM_FREQ = 2

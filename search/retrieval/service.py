@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from search.core.config import Settings
@@ -29,7 +28,7 @@ from search.core.names import PATTERNS, check_collection
 from search.core.query import EngineQuery, Filters
 from search.core.querylang import Syntax, parse
 from search.engines import Engine, open_engine
-from search.retrieval.boolean import Reader, Target, positive_text, read_query
+from search.retrieval.boolean import Reading, Target, positive_text, read_query
 from search.retrieval.browse import BrowseService
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
@@ -46,17 +45,6 @@ FUSION_DEPTH = 100
 H = TypeVar("H", PaperHit, PassageHit)
 #: what a search may count its matches by (``facets``)
 FACETS = ("year", "section")
-
-
-@dataclass
-class Reading:
-    """A query as a search reads it: the engine query, the query language's reader (None for plain text) and the
-    text a dense search embeds."""
-
-    text: str
-    query: EngineQuery
-    reader: Reader | None
-    dense_text: str
 
 
 def check_facets(names: Iterable[str]) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import tantivy
+from pydantic import BaseModel
 
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperHit, PassageHit
 from search.core.names import is_valid
@@ -24,12 +25,23 @@ from search.engines.embedded.match import any_of
 
 if TYPE_CHECKING:
     from search.engines.embedded.compile import Compiler
-    from search.engines.embedded.engine import _Reader
 
 Kind = Literal["papers", "passages"]
 #: facets one search may ask for
 FACETS = ("year", "section")
 MAX_YEARS = 10_000
+
+
+class PaperHead(BaseModel):
+    """What a paper hit shows, stored in the paper index: the whole abstract from layout 6 (hits show 500
+    characters; highlighting reads all of it), its first 500 characters before."""
+
+    title: str
+    abstract: str
+    year: int | None = None
+    journal: str | None = None
+    pmid: str | None = None
+    doi: str | None = None
 
 
 def collection_names(data_dir: Path) -> list[str]:
@@ -44,8 +56,8 @@ class Browse:
     """Mixed into ``EmbeddedEngine``, which provides the reader of the published build and its query compiler."""
 
     if TYPE_CHECKING:
-        def _read(self) -> _Reader: ...
-        def _compiler(self, r: _Reader, kind: str) -> Compiler: ...
+        def _read(self) -> Any: ...   # the engine's reader of the published build
+        def _compiler(self, r: Any, kind: str) -> Compiler: ...
 
     def facets(self, kind: Kind, query: EngineQuery, names: Iterable[str]) -> dict[str, dict[str, int]]:
         """How many matching papers (passages) have each year and each section type; types without any are left
@@ -69,7 +81,7 @@ class Browse:
                         (tantivy.Occur.Must, q),
                         (tantivy.Occur.Must, tantivy.Query.const_score_query(
                             any_of(schema, compiler.section_field, [st]), 0.0))])
-                    n = searcher.search(scoped, 1, count=True).count  # type: ignore[attr-defined]
+                    n = searcher.search(scoped, 1, count=True).count
                     if n:
                         counts[st] = int(n)
                 out["section"] = counts
@@ -87,8 +99,6 @@ class Browse:
 
     def export_papers(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PaperHit]:
         """The first ``limit`` matching papers, best first (no snippets), read one at a time."""
-        from search.engines.embedded.engine import PaperHead
-
         for score, _, doc in self._export("papers", query, limit):
             p = PaperHead.model_validate_json(doc["head"][0])
             yield PaperHit(pmcid=doc["pmcid"][0], title=p.title, abstract=p.abstract[:500], year=p.year,
@@ -101,8 +111,6 @@ class Browse:
 
     def paper_heads(self, pmcids: Iterable[str]) -> dict[str, PaperHit]:
         """Title, year, journal and ids of these papers (unknown ones left out), score 0."""
-        from search.engines.embedded.engine import PaperHead
-
         r = self._read()
         out: dict[str, PaperHit] = {}
         for pmcid in dict.fromkeys(pmcids):

@@ -61,7 +61,6 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import tantivy
-from pydantic import BaseModel
 
 from search.core.errors import FlysiftError, index_missing
 from search.core.models import (
@@ -86,7 +85,7 @@ from search.core.query import (
     recorded_weights,
 )
 from search.engines.embedded import paper_store
-from search.engines.embedded.browse import Browse
+from search.engines.embedded.browse import Browse, PaperHead
 from search.engines.embedded.compile import Compiler, matched
 from search.engines.embedded.paper_store import PaperStore, StoredPaper
 from search.engines.embedded.terms import TermIndex
@@ -250,18 +249,6 @@ def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
                     paper_store.encode(paper),
                     (word_text(paper.title), symbol_text(paper.title)),
                     sum(1 for p in passages if p.section_index == 0), tuple(out))
-
-
-class PaperHead(BaseModel):
-    """What a paper hit shows, stored in the paper index: the whole abstract from layout 6 (hits show 500
-    characters; highlighting reads all of it), its first 500 characters before."""
-
-    title: str
-    abstract: str
-    year: int | None = None
-    journal: str | None = None
-    pmid: str | None = None
-    doi: str | None = None
 
 
 def _open_paper_db(path: Path) -> sqlite3.Connection:
