@@ -28,6 +28,7 @@ text is never silently read another way.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -227,8 +228,24 @@ def _field_name(text: str, i: int) -> str | None:
     return None                                        # GO:0007219, Notch:Delta: text
 
 
+#: PubMed's field tags (``BRCA2[ti]``) → what to write here instead
+PUBMED_TAGS: dict[str, str] = {
+    "ti": "title:WORD", "ab": "abstract:WORD", "tiab": "title:WORD OR abstract:WORD", "dp": "year:2005",
+    "pdat": "year:2005", "gene": "gene:SYMBOL", "au": "nothing (authors are not indexed)",
+    "1au": "nothing (authors are not indexed)", "mh": "the words (MeSH is not indexed)",
+    "majr": "the words (MeSH is not indexed)", "pt": "nothing (publication types are not indexed)",
+    "ta": "nothing (journals are not indexed)", "la": "nothing (languages are not indexed)",
+    "tw": "the words", "all": "the words", "pmid": "pmcid:PMC… (papers are keyed by PMCID)",
+}
+_PUBMED_TAG = re.compile(r"\[([A-Za-z0-9]{2,5})\]$")
+
+
 def _check_word(text: str, word: str, pos: int) -> None:
     """Search-box habits the language does not have, refused instead of being read as plain words."""
+    tag = _PUBMED_TAG.search(word)
+    if tag and tag.group(1).lower() in PUBMED_TAGS and tag.start() > 0:
+        raise QuerySyntaxError(text, pos + tag.start(), "pubmed_tag", f"PubMed's field tag {tag.group(0)} is not "
+                               "part of this language", f"Write {PUBMED_TAGS[tag.group(1).lower()]} instead.")
     if len(word) > 1 and word.endswith("*") and word[-2].isalnum():
         raise QuerySyntaxError(text, pos + len(word) - 1, "wildcard", "truncation (*) is not supported",
                                "Words are stemmed already (signal finds signals, signalling); write the word without "

@@ -18,8 +18,8 @@ from search.core.querylang import (
     parse,
 )
 
-HAZARDS = ["abd-A", "Su(H)", "E(spl)m8-HLH", "l(2)gl", "α-Cat", "Dl", "dl", "Df(3L)ED4543", "(Su(H)),", "Ca2+",
-           "GO:0007219", "Notch:Delta", "5'-UTR", "-/-", "1)", "BMP2/4", "wing (Fig. 2)"]
+HAZARDS = ["w[1118]", "y[1] w[*]", "abd-A", "Su(H)", "E(spl)m8-HLH", "l(2)gl", "α-Cat", "Dl", "dl", "Df(3L)ED4543",
+           "(Su(H)),", "Ca2+", "GO:0007219", "Notch:Delta", "5'-UTR", "-/-", "1)", "BMP2/4", "wing (Fig. 2)"]
 
 
 @pytest.mark.parametrize("text", HAZARDS)
@@ -89,6 +89,8 @@ def test_fields_glued_to_their_values():
     ("Shh*", "wildcard", 3),
     ("wing~2", "fuzzy", 4),
     ("title:(abstract:x)", "nested_field", 7),
+    ("BRCA2[ti]", "pubmed_tag", 5),
+    ("Shh[tiab] limb", "pubmed_tag", 3),
 ])
 def test_syntax_errors_name_position_rule_and_hint(text, rule, position):
     with pytest.raises(QuerySyntaxError) as err:
