@@ -40,8 +40,9 @@ MAX_DOC_SHARE = 0.5
 MIN_WORD_CHARS = 3
 #: most frequent words whose document frequency is looked up
 CANDIDATES = 300
-#: passages whose titles one export request reads at once
+#: passages whose titles one export request reads at once, and the most titles an export keeps
 TITLE_BATCH = 200
+TITLE_CACHE = 20_000
 
 
 class MarkedParagraph(Model):
@@ -219,11 +220,18 @@ class BrowseService:
 
 
 def _with_titles(engine: Engine, hits: Iterable[PassageHit]) -> Iterator[PassageHit]:
-    """Passage hits with their papers' titles, read for a batch of hits at a time."""
+    """Passage hits with their papers' titles, read for a batch of hits at a time; titles already read are kept
+    (at most ``TITLE_CACHE`` of them: an export's passages come from far fewer papers)."""
     it = iter(hits)
+    titles: dict[str, str | None] = {}
     while batch := list(itertools.islice(it, TITLE_BATCH)):
-        heads = engine.paper_heads(h.pmcid for h in batch)
+        if len(titles) > TITLE_CACHE:
+            titles.clear()
+        missing = {h.pmcid for h in batch} - titles.keys()
+        if missing:
+            heads = engine.paper_heads(missing)
+            titles.update({p: heads[p].title if p in heads else None for p in missing})
         for h in batch:
-            h.title = heads[h.pmcid].title if h.pmcid in heads else None
+            h.title = titles[h.pmcid]
             yield h
 
