@@ -170,6 +170,7 @@ def collection_rows(client: Any, data: Path, names: list[str], old: ModuleType |
         for label, c, planner, asker in (
                 ("flysift", coll, None, client), ("flysift, syntax plain", coll, None, Plain(client)),
                 ("flysift, queries in capitals", shouted(coll), None, client),
+                ("flysift, queries in capitals, syntax plain", shouted(coll), None, Plain(client)),
                 *([("flysift, planner before", coll, old, Plain(client))] if old else [])):
             errs: dict[str, str] = {}
             with use_planner(planner):

@@ -20,6 +20,7 @@ from search.core.querylang import Syntax
 from search.retrieval import exports
 from search.retrieval.service import SearchService
 from search.sessions.models import ReadCharge, Session
+from search.sessions.policy import search_filters
 from search.sessions.service import SessionService
 from search.text.highlight import HighlightSpec
 
@@ -74,7 +75,8 @@ async def _export(request: Request, kind: Literal["papers", "passages"], body: S
     size = body.limit if "limit" in body.model_fields_set else (body.max_hits or search.settings.max_export_hits)
 
     def start() -> Iterator[str]:
-        return search.export(kind, body.query, fmt, limit=size, filters=body.filters, collection=body.collection,
+        return search.export(kind, body.query, fmt, limit=size, filters=search_filters(session, body.filters),
+                             collection=body.collection,
                              expansions=sessions.expansions(body.gene, session), syntax=_syntax(body, session),
                              foldable=sessions.fold_set(), compounds=sessions.compound_set(), qid=body.trec_qid,
                              tag=body.run_tag)
@@ -97,7 +99,8 @@ async def search_papers(body: SearchRequest, request: Request, session: CurrentS
         return await _export(request, "papers", body, session, fmt)
     search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_papers(
-        body.query, limit=body.limit, offset=body.offset, filters=body.filters, snippets=bool(body.snippets),
+        body.query, limit=body.limit, offset=body.offset, filters=search_filters(session, body.filters),
+        snippets=bool(body.snippets),
         collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode,
         explain_plan=body.explain, foldable=sessions.fold_set(), syntax=_syntax(body, session),
         highlight=body.highlight_spec(), facets=body.facets or (), compounds=sessions.compound_set()),
@@ -112,7 +115,7 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
         return await _export(request, "passages", body, session, fmt)
     search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_passages(
-        body.query, limit=body.limit, offset=body.offset, filters=body.filters,
+        body.query, limit=body.limit, offset=body.offset, filters=search_filters(session, body.filters),
         snippets=body.snippets is not False, collection=body.collection,
         expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain,
         foldable=sessions.fold_set(), syntax=_syntax(body, session), highlight=body.highlight_spec(),

@@ -17,6 +17,7 @@ import click
 
 from search.cli.options import data_dir_option, echo_json, settings_for
 from search.cli.render import MARK_OFF, MARK_ON, marked, paragraph, styled, table
+from search.cli.supplements import where
 
 FORMATS = ("csv", "tsv", "ris", "bibtex", "jsonl", "trec")
 
@@ -47,6 +48,8 @@ def search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--year-to", type=int),
         click.option("--section", "sections", multiple=True, help="Only papers with / passages in this section type "
                                                                    "(repeatable; or section:results in the query)"),
+        click.option("--source", type=click.Choice(["paper", "supplement"]),
+                     help="Match the articles' text only, or their supplementary files only [default: both]"),
         click.option("--gene", help="Also match this gene's names (FlyBase id or current symbol; the lexicon's)"),
         click.option("--syntax", type=click.Choice(["query", "plain"]), default="query", show_default=True,
                      help="query: +must -not AND OR NOT (…) \"phrases\" title: abstract: gene: year: section: "
@@ -64,10 +67,11 @@ def search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _filters(year_from: int | None, year_to: int | None, sections: tuple[str, ...]) -> Any:
+def _filters(year_from: int | None, year_to: int | None, sections: tuple[str, ...], source: str | None) -> Any:
     from search.core.query import Filters
 
-    return Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None)
+    return Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None,
+                   source=source)  # type: ignore[arg-type]
 
 
 def _export(svc: Any, kind: str, query: str, fmt: str, limit: int, **kw: Any) -> None:
@@ -108,9 +112,11 @@ def _spec() -> Any:
 @click.command()
 @search_options
 def search(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
-           year_to: int | None, sections: tuple[str, ...], gene: str | None, syntax: str, explain: bool, facets: bool,
-           fmt: str | None, max_hits: int | None, no_color: bool, as_json: bool) -> None:
+           year_to: int | None, sections: tuple[str, ...], source: str | None, gene: str | None, syntax: str,
+           explain: bool, facets: bool, fmt: str | None, max_hits: int | None, no_color: bool, as_json: bool) -> None:
     """Search papers: gene-aware BM25 (Dl ≠ dl), read as the query language by default.
+
+    A match in a supplementary file says where (file, sheet, rows).
 
     \b
     flysift search 'Shh -limb'                  Shh papers that do not mention limbs
@@ -122,7 +128,7 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
     settings = settings_for(data_dir)
     svc = SearchService(settings)
     names, foldable, compounds = _lexicon_sets(settings, gene)
-    filters = _filters(year_from, year_to, sections)
+    filters = _filters(year_from, year_to, sections, source)
     if fmt:
         _export(svc, "papers", query, fmt, max_hits or settings.max_export_hits, filters=filters,
                 collection=collection, expansions=names, syntax=syntax, foldable=foldable, compounds=compounds)
@@ -147,6 +153,8 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
         meta = " · ".join(str(x) for x in (h.pmcid, h.year, h.journal, f"score {h.score:.2f}",
                                            f"matched {', '.join(h.matched)}" if h.matched else None) if x)
         click.echo(paragraph(meta, False, indent=5))
+        if h.supplement is not None:
+            click.echo(paragraph(f"in supplement: {where(h.supplement)}", False, indent=5))
         shown = set()
         for key in ("abstract", "passage"):
             for frag in hl.get(key, [])[:1]:
@@ -161,15 +169,16 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
 @click.command()
 @search_options
 def passages(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
-             year_to: int | None, sections: tuple[str, ...], gene: str | None, syntax: str, explain: bool,
-             facets: bool, fmt: str | None, max_hits: int | None, no_color: bool, as_json: bool) -> None:
+             year_to: int | None, sections: tuple[str, ...], source: str | None, gene: str | None, syntax: str,
+             explain: bool, facets: bool, fmt: str | None, max_hits: int | None, no_color: bool,
+             as_json: bool) -> None:
     """Search evidence passages (paragraphs with stable ids and offsets), with their papers' titles."""
     from search.retrieval.service import SearchService
 
     settings = settings_for(data_dir)
     svc = SearchService(settings)
     names, foldable, compounds = _lexicon_sets(settings, gene)
-    filters = _filters(year_from, year_to, sections)
+    filters = _filters(year_from, year_to, sections, source)
     if fmt:
         _export(svc, "passages", query, fmt, max_hits or settings.max_export_hits, filters=filters,
                 collection=collection, expansions=names, syntax=syntax, foldable=foldable, compounds=compounds)
@@ -189,8 +198,8 @@ def passages(query: str, data_dir: Path | None, limit: int, offset: int, collect
                f"({res.took_ms:.0f} ms)\n")
     _print_facets(res.facets)
     for i, h in enumerate(res.hits, start=offset + 1):
-        click.echo(paragraph(f"{h.passage_id} · {h.section_type} · score {h.score:.2f}", False, indent=5,
-                             first=f"{i}."))
+        click.echo(paragraph(" · ".join(x for x in (h.passage_id, h.section_type, f"score {h.score:.2f}",
+                                                     where(h.supplement)) if x), False, indent=5, first=f"{i}."))
         if h.title:
             click.echo(paragraph(h.title, False, indent=5))
         frags = (h.highlight or {}).get("text") or [h.text[:300]]

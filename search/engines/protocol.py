@@ -25,6 +25,7 @@ from search.core.models import (
     TermHit,
 )
 from search.core.query import EngineQuery
+from search.core.supplements import SupplementChunk
 from search.text.highlight import HighlightSpec
 
 
@@ -118,6 +119,11 @@ class Engine(TermEngine, Protocol):
 
     def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:
         """The number of papers, and how many hold each word-view token (more-like-this weighs terms by it)."""
+
+    def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
+                          limit: int) -> list[SupplementChunk]:
+        """The chunks of one part of a paper's supplementary file (``search.core.supplements``) whose last
+        row/paragraph/page is ``start`` or later, in order, at most ``limit``; none for a build without them."""
 
     def scan_passages(self) -> Iterator[tuple[Passage, str]]:
         """Every passage of the published build with its paper's title, in the same order on every call for one

@@ -224,7 +224,8 @@ def test_paper_heads_read_titles_and_ids(svc):
 
 
 def test_a_build_from_before_the_title_field_says_to_rebuild(svc, settings):
-    """Layout 5 (one field, no title/abstract fields): title: is 409 rebuild_needed, never a silent 0 hits."""
+    """A build from before the title and abstract fields (embedded layout 5/6, cluster papers layout 5): title: is
+    409 rebuild_needed, never a silent 0 hits."""
     from search.core.errors import FlysiftError
 
     eng = svc.engine()

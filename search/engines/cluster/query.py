@@ -35,6 +35,8 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
     """The engine-neutral query as query DSL: optional clauses OR-ed (at least one must match when present),
     required clauses must match, filters do not score; or the ``tree``. Mirrors the embedded engine's ``Compiler``.
     ``paper_fields``: the papers index has the separate title and abstract fields (layout 6)."""
+    if not fields:   # a source no field of this index holds
+        return {"match_none": {}}
     if query.tree is not None:
         ctx = _Ctx(fields, section_field, kind, paper_fields)
         root = ctx.node(query.tree)
@@ -51,7 +53,9 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         musts.append(shoulds[0] if len(shoulds) == 1 else {"bool": {"should": shoulds}})
     if not musts:
         return {"match_none": {}}
-    return {"bool": {"must": musts, "filter": _filters(query.filters, section_field)}}
+    out = _with_filters(musts[0], query.filters, section_field)
+    out["bool"]["must"] = musts
+    return out
 
 
 def _filters(f: Filters, section_field: str) -> list[dict[str, Any]]:
@@ -67,7 +71,16 @@ def _filters(f: Filters, section_field: str) -> list[dict[str, Any]]:
 
 
 def _with_filters(root: dict[str, Any], f: Filters, section_field: str) -> dict[str, Any]:
-    return {"bool": {"must": [root], "filter": _filters(f, section_field)}}
+    """``root`` restricted by the filters (``source``: passages marked or not as a supplement's)."""
+    filters = _filters(f, section_field)
+    out: dict[str, Any] = {"bool": {"must": [root], "filter": filters}}
+    if f.source and section_field == "section_type":   # passages: supplement ones carry ``source``
+        marked = {"term": {"source": "supplement"}}
+        if f.source == "supplement":
+            filters.append(marked)
+        else:
+            out["bool"]["must_not"] = [marked]
+    return out
 
 
 class _Ctx:

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import tantivy
-from pydantic import BaseModel
 
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperHit, PassageHit
 from search.core.names import is_valid
 from search.core.query import EngineQuery
 from search.engines.embedded.match import any_of
+from search.engines.embedded.prepare import PaperHead
 
 if TYPE_CHECKING:
     from search.engines.embedded.compile import Compiler
@@ -30,18 +30,6 @@ Kind = Literal["papers", "passages"]
 #: facets one search may ask for
 FACETS = ("year", "section")
 MAX_YEARS = 10_000
-
-
-class PaperHead(BaseModel):
-    """What a paper hit shows, stored in the paper index: the whole abstract from layout 6 (hits show 500
-    characters; highlighting reads all of it), its first 500 characters before."""
-
-    title: str
-    abstract: str
-    year: int | None = None
-    journal: str | None = None
-    pmid: str | None = None
-    doi: str | None = None
 
 
 def collection_names(data_dir: Path) -> list[str]:
@@ -57,13 +45,13 @@ class Browse:
 
     if TYPE_CHECKING:
         def _read(self) -> Any: ...   # the engine's reader of the published build
-        def _compiler(self, r: Any, kind: str) -> Compiler: ...
+        def _compiler(self, r: Any, kind: str, source: str | None = None) -> Compiler: ...
 
     def facets(self, kind: Kind, query: EngineQuery, names: Iterable[str]) -> dict[str, dict[str, int]]:
         """How many matching papers (passages) have each year and each section type; types without any are left
         out, years in order."""
         r = self._read()
-        compiler = self._compiler(r, kind)
+        compiler = self._compiler(r, kind, query.filters.source)
         searcher = r.paper_searcher if kind == "papers" else r.passage_searcher
         schema = r.paper_schema if kind == "papers" else r.passage_schema
         q = compiler.query(query)
@@ -93,7 +81,7 @@ class Browse:
         n = min(limit, searcher.num_docs)
         if n <= 0:
             return
-        res = searcher.search(self._compiler(r, kind).query(query), n, count=False)
+        res = searcher.search(self._compiler(r, kind, query.filters.source).query(query), n, count=False)
         for score, addr in res.hits:
             yield score, r, searcher.doc(addr)
 

@@ -2,10 +2,11 @@
 that both engines match the same documents), and the names of the named clauses each hit matched.
 
 A query without a ``tree`` is its clauses OR-ed (at least one must match), required clauses and filters added as
-musts. A query with a ``tree`` (the query language's operators and fields: ``search.retrieval.boolean``) is compiled
+musts (``source``: passages marked or not as a supplement's, papers searched on the fields ``paper_fields`` chose).
+A query with a ``tree`` (the query language's operators and fields: ``search.retrieval.boolean``) is compiled
 node by node: ``BoolNode`` → a boolean query (``should`` bundled into one must when the group has no ``must``, as
 Elasticsearch's ``minimum_should_match`` 1), ``FilterNode`` → a range or term filter that does not score, a clause
-with a ``field`` → that paper field (``title_w``/``abstract_w``, layout 6+), or, in passages, the clause within an
+with a ``field`` → that paper field (``title_w``/``abstract_w``, layout 7+), or, in passages, the clause within an
 abstract passage.
 """
 
@@ -37,11 +38,13 @@ class Compiler:
     and ``paper_fields`` whether a papers index has the separate title and abstract fields."""
 
     def __init__(self, schema: tantivy.Schema, fields: dict[str, float], section_field: str, *,
-                 kind: str = "papers", paper_fields: bool = False):
+                 kind: str = "papers", paper_fields: bool = False, supplements: bool = False):
         self.schema, self.fields, self.section_field = schema, fields, section_field
-        self.kind, self.paper_fields = kind, paper_fields
+        self.kind, self.paper_fields, self.supplements = kind, paper_fields, supplements
 
     def query(self, query: EngineQuery) -> tantivy.Query:
+        if not self.fields:   # a source filter no field of this build can answer (supplements of a build without)
+            return tantivy.Query.empty_query()
         if query.tree is not None:
             root = self.node(query.tree)
             if root is None:
@@ -70,10 +73,23 @@ class Compiler:
             filters.append(any_of(self.schema, self.section_field, f.section_types))
         if f.pmcids:
             filters.append(any_of(self.schema, "pmcid", f.pmcids))
-        if not filters:
+        excluded = None
+        if f.source and self.kind == "passages":   # supplement passages are marked in ``source`` (layout 6+)
+            if not self.supplements:
+                if f.source == "supplement":
+                    return tantivy.Query.empty_query()
+            else:
+                marked = tantivy.Query.term_query(self.schema, "source", "supplement")
+                if f.source == "supplement":
+                    filters.append(marked)
+                else:
+                    excluded = marked
+        if not filters and excluded is None:
             return root
         clauses = [(tantivy.Occur.Must, root)]
         clauses += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in filters]
+        if excluded is not None:
+            clauses.append((tantivy.Occur.MustNot, excluded))
         return tantivy.Query.boolean_query(clauses)
 
     def _years(self, lo: int | None, hi: int | None) -> tantivy.Query:
