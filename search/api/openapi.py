@@ -27,7 +27,7 @@ from search.core import names
 from search.core.config import Settings
 from search.core.query import MAX_YEAR
 from search.ontology import service as terms
-from search.retrieval.exports import TREC_NAME
+from search.retrieval.exports import MEDIA_TYPES, TREC_NAME
 from search.sessions.keys import TEAM_NAME
 from search.text.highlight import MAX_FRAGMENT_CHARS, MAX_FRAGMENTS, MAX_TAG_CHARS
 from search.text.term_search import ID_QUERY_RE  # the term service's rule for what a term id looks like
@@ -115,6 +115,8 @@ def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
 
 #: the GET searches: their parameters are the fields of the POST body (``SearchRequest``), bounded the same way
 SEARCH_GETS = frozenset({"GET /v1/papers/search", "GET /v1/passages/search"})
+#: operations that answer an export (``format``, or an ``Accept`` of a file type) as a file instead of JSON
+EXPORTS = SEARCH_GETS | {"POST /v1/papers/search", "POST /v1/passages/search"}
 
 
 def search_parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -185,6 +187,11 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
             for p in op.get("parameters", []):
                 _bound(p.get("schema"), (sbounds if key in SEARCH_GETS else pbounds).get(p["name"], {}))
             op["responses"] = {k: v for k, v in op.get("responses", {}).items() if k[0] not in "45"}
+            if key in EXPORTS and "200" in op["responses"]:
+                content = op["responses"]["200"].setdefault("content", {})
+                for media in dict.fromkeys(m.split(";")[0] for m in MEDIA_TYPES.values()):
+                    content[media] = {"schema": {"type": "string", "description": "An export (format=…): "
+                                                 "docs/search.md, \"Exports\""}}
             for status in sorted(_statuses(key, op, public, settings.auth)):
                 op["responses"][str(status)] = _error_response(status, CONFLICTS.get(key) if status == 409 else None)
             if settings.auth and not public:

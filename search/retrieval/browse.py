@@ -15,7 +15,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from search.core.base import Model
 from search.core.errors import LimitExceeded, PaperNotFound
@@ -40,6 +40,7 @@ MAX_DOC_SHARE = 0.5
 MIN_WORD_CHARS = 3
 #: most frequent words whose document frequency is looked up
 CANDIDATES = 300
+H = TypeVar("H")
 #: passages whose titles one export request reads at once, and the most titles an export keeps
 TITLE_BATCH = 200
 TITLE_CACHE = 20_000
@@ -111,14 +112,11 @@ class BrowseService:
                           compounds=compounds).query
         engine = self.engine(collection)
         if kind == "papers":
-            pieces = exports.papers(engine.export_papers(query, limit), fmt, qid=qid, tag=tag)
-        else:
-            hits = engine.export_passages(query, limit)
-            if fmt in ("csv", "tsv", "ris", "bibtex", "jsonl"):
-                hits = _with_titles(engine, hits)
-            pieces = exports.passages(hits, fmt, qid=qid, tag=tag)
-        first = next(pieces, None)
-        return iter(()) if first is None else itertools.chain([first], pieces)
+            return exports.papers(_started(engine.export_papers(query, limit)), fmt, qid=qid, tag=tag)
+        hits = _started(engine.export_passages(query, limit))
+        if fmt in ("csv", "tsv", "ris", "bibtex", "jsonl"):
+            hits = _with_titles(engine, hits)
+        return exports.passages(hits, fmt, qid=qid, tag=tag)
 
     # ---- more like this -----------------------------------------------------------------------------------------
     def significant_terms(self, pmcid: str, collection: str = "default") -> list[dict[str, Any]]:
@@ -217,6 +215,14 @@ class BrowseService:
             current.passages.append(MarkedParagraph(passage_id=p.id, text=p.text, highlights=spans))
         view.matches += len(view.title_highlights)
         return view
+
+
+def _started(hits: Iterable[H]) -> Iterator[H]:
+    """``hits`` with the first one already read: the engine's first request (a missing collection, a cluster
+    down) fails here, before an answer starts, not half-way through a stream (a format writes its header first)."""
+    it = iter(hits)
+    first = next(it, None)
+    return iter(()) if first is None else itertools.chain([first], it)
 
 
 def _with_titles(engine: Engine, hits: Iterable[PassageHit]) -> Iterator[PassageHit]:

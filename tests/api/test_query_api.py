@@ -79,8 +79,9 @@ def test_exports_stream_by_format_or_accept(http):
     assert r.headers["content-type"].startswith("application/x-bibtex") and r.text.startswith("@article{")
     r = http.post("/v1/papers/search", json={"query": "Dl", "format": "trec", "trec_qid": "q1", "run_tag": "t"})
     assert r.text == "q1 Q0 PMC100001 1 " + r.text.split()[4] + " t\n"
-    r = http.post("/v1/papers/search", json={"query": "Dl", "format": "csv", "collection": "nope"})
-    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"   # errors before the stream, as JSON
+    for fmt in ("csv", "tsv", "trec"):   # errors before the stream, as JSON (tsv writes its header first)
+        r = http.post("/v1/papers/search", json={"query": "Dl", "format": fmt, "collection": "nope"})
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     r = http.post("/v1/papers/search", json={"query": "Dl", "format": "csv", "max_hits": 10**9})
     assert r.status_code == 422
 
