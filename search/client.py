@@ -88,7 +88,7 @@ class Unavailable(ClientError):
 
 ERRORS_BY_CODE: dict[str, type[ClientError]] = {
     "invalid_request": InvalidRequestError, "limit_exceeded": InvalidRequestError, "bad_request": InvalidRequestError,
-    "query_syntax": InvalidRequestError, "rebuild_needed": ConflictError,
+    "query_syntax": InvalidRequestError, "rebuild_needed": ConflictError, "concepts_missing": ConflictError,
     "unauthorized": AuthError, "forbidden": AuthError,
     "not_found": NotFoundError, "term_hidden": NotFoundError, "session_closed": ConflictError,
     "budget_exhausted": BudgetExhausted,

@@ -65,11 +65,15 @@ NO_404 = frozenset({"GET /v1/health", "GET /v1/sessions", "POST /v1/collections/
 #: operations that can answer 409, and why
 CONFLICTS: dict[str, str] = {
     "POST /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index), rebuild_needed "
-                              "(title:/abstract: on a collection built before those fields)",
+                              "(title:/abstract: on a collection built before those fields), concepts_missing "
+                              "(term: without the collection's concept index)",
     "GET /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index), rebuild_needed "
-                             "(title:/abstract: on a collection built before those fields)",
-    "POST /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index)",
-    "GET /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index)",
+                             "(title:/abstract: on a collection built before those fields), concepts_missing "
+                             "(term: without the collection's concept index)",
+    "POST /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index), concepts_missing "
+                                "(term: without the collection's concept index)",
+    "GET /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index), concepts_missing "
+                               "(term: without the collection's concept index)",
     "GET /v1/terms/search": "dense_unavailable (mode dense or hybrid without a dense term index)",
     "GET /v1/papers/{pmcid}": "budget_exhausted or session_closed (within a session)",
     "GET /v1/papers/{pmcid}/supplements": "supplements_off (a flyaoc-budget session: FlyAOC parity has none)",

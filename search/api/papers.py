@@ -61,6 +61,11 @@ def stats(search: Search, collection: str = "default") -> IndexStats:
 # (``search.api.respond``; none for a BM25 search on the embedded engine: ``_inline``) and the answer is not
 # re-validated; ``response_model`` documents it.
 
+def _concepts(session: Session | None) -> bool:
+    """Whether ``term:`` may be searched: not in a session that hides terms (mentions would name them)."""
+    return session is None or session.hidden_terms is None
+
+
 def _syntax(body: SearchRequest, session: Session | None) -> Syntax:
     """The request's syntax; by default plain text for an agent's call (within a session), the query language for
     everyone else (docs/search.md, "Query language")."""
@@ -79,7 +84,7 @@ async def _export(request: Request, kind: Literal["papers", "passages"], body: S
                              collection=body.collection,
                              expansions=sessions.expansions(body.gene, session), syntax=_syntax(body, session),
                              foldable=sessions.fold_set(), compounds=sessions.compound_set(), qid=body.trec_qid,
-                             tag=body.run_tag)
+                             tag=body.run_tag, concepts=_concepts(session))
 
     pieces = await run_in_threadpool(start)
     name = f"flysift-{kind}.{exports.EXTENSIONS[fmt]}"
@@ -103,8 +108,8 @@ async def search_papers(body: SearchRequest, request: Request, session: CurrentS
         snippets=bool(body.snippets),
         collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode,
         explain_plan=body.explain, foldable=sessions.fold_set(), syntax=_syntax(body, session),
-        highlight=body.highlight_spec(), facets=body.facets or (), compounds=sessions.compound_set()),
-        inline=_inline(request, body))
+        highlight=body.highlight_spec(), facets=body.facets or (), compounds=sessions.compound_set(),
+        concepts=_concepts(session)), inline=_inline(request, body))
 
 
 @router.post("/passages/search", response_model=PassageSearchResults, tags=["papers"])
@@ -119,8 +124,8 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
         snippets=body.snippets is not False, collection=body.collection,
         expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain,
         foldable=sessions.fold_set(), syntax=_syntax(body, session), highlight=body.highlight_spec(),
-        facets=body.facets or (), compounds=sessions.compound_set(), titles=body.titles),
-        inline=_inline(request, body))
+        facets=body.facets or (), compounds=sessions.compound_set(), titles=body.titles,
+        concepts=_concepts(session)), inline=_inline(request, body))
 
 
 def _from_query(params: dict) -> SearchRequest:

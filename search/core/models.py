@@ -92,6 +92,20 @@ class Snippet(Model):
     highlights: list[tuple[int, int]] = Field(default_factory=list)
 
 
+class ConceptMention(Model):
+    """Where a ``term:`` query's concept is mentioned: the term recognised (``term_id``, a descendant of or equal
+    to the queried ``matched``), its passage and [start, end) in the passage's text, the words and what matched
+    (``name``, ``synonym``, ``abbreviation``)."""
+
+    term_id: str
+    matched: str
+    passage_id: str
+    start: int
+    end: int
+    text: str
+    via: str = "name"
+
+
 class PaperHit(Model):
     pmcid: str
     title: str
@@ -111,6 +125,8 @@ class PaperHit(Model):
         None, description="With a request's highlight: fragments with the matched words tagged, per field (title, "
                           "abstract, passage: the paper's best passage, named by best_passage)")
     best_passage: str | None = Field(None, description="Id of the passage highlight.passage comes from")
+    mentions: list[ConceptMention] | None = Field(None, description="With term: in the query: the paper's first "
+                                                  "mentions of the concept (or a descendant)")
 
 
 class PassageHit(Model):
@@ -131,6 +147,8 @@ class PassageHit(Model):
     highlight: dict[str, list[str]] | None = Field(
         None, description="With a request's highlight: fragments of text with the matched words tagged")
     title: str | None = Field(None, description="The paper's title (exports and the CLI ask for it)")
+    mentions: list[ConceptMention] | None = Field(None, description="With term: in the query: the passage's "
+                                                  "mentions of the concept (or a descendant)")
 
 
 class SearchResults(Model):
@@ -192,6 +210,8 @@ class CollectionInfo(Model):
     build: str | None = None
     index_bytes: int = 0
     ontologies: dict[str, int] = Field(default_factory=dict, description="Term indexes beside it: ontology → terms")
+    concepts: dict[str, Any] | None = Field(None, description="Its concept index (flysift index concepts): "
+                                            "ontologies, papers, mentions, terms, bytes; null without one")
 
 
 class IndexSummary(Model):

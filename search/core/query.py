@@ -9,6 +9,7 @@ document frequency and one saturation over the whole paper (docs/search.md, "Sco
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
@@ -140,6 +141,24 @@ class FilterNode(Model):
     year_to: int | None = None
 
 
+class ConceptNode(Model):
+    """``term:GO:0007219`` of the query language: documents that mention one of ``ids`` or a descendant (the
+    collection's concept index, ``flysift index concepts``), scored by ``concept_score``, like a word."""
+
+    kind: Literal["concept"] = "concept"
+    ids: list[str] = Field(default_factory=list)
+
+
+#: term ids one ``term:`` leaf may name
+MAX_CONCEPT_IDS = 64
+
+
+def concept_score(mentions: int) -> float:
+    """What ``term:`` adds to a document that mentions the concept ``mentions`` times: 1 + ln(mentions), about a
+    word's BM25 score, in every engine."""
+    return round(1.0 + math.log(max(1, mentions)), 4)
+
+
 class BoolNode(Model):
     """A boolean group of the query language: every ``must`` and ``filter`` matches (a filter without scoring), none
     of ``must_not``; ``should`` add score and, in a group without ``must``, at least one of them matches
@@ -156,11 +175,12 @@ class BoolNode(Model):
 
 def _node_kind(value: Any) -> str:
     kind = value.get("kind", "clause") if isinstance(value, dict) else getattr(value, "kind", "clause")
-    return kind if kind in ("bool", "filter") else "clause"
+    return kind if kind in ("bool", "filter", "concept") else "clause"
 
 
 QueryNode = Annotated[Annotated[Clause, Tag("clause")] | Annotated[BoolNode, Tag("bool")]
-                      | Annotated[FilterNode, Tag("filter")], Discriminator(_node_kind)]
+                      | Annotated[FilterNode, Tag("filter")] | Annotated[ConceptNode, Tag("concept")],
+                      Discriminator(_node_kind)]
 BoolNode.model_rebuild()
 
 
@@ -184,3 +204,17 @@ class EngineQuery(Model):
     def fields(self) -> set[str]:
         """The paper fields (``title``, ``abstract``) the query restricts a clause to."""
         return {c.field for c in self.clauses if c.field}
+
+    def concepts(self) -> list[str]:
+        """The term ids of the tree's ``term:`` leaves that can match (not under ``must_not``)."""
+        out: list[str] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, ConceptNode):
+                out.extend(node.ids)
+            elif isinstance(node, BoolNode):
+                for x in (*node.must, *node.should, *node.filter):
+                    walk(x)
+
+        walk(self.tree)
+        return list(dict.fromkeys(out))

@@ -34,10 +34,10 @@ from typing import Literal
 
 from search.core.errors import InvalidRequest
 
-#: fields of the language: scoring fields (searched text) and filters (restrict, do not score)
+#: fields of the language: scoring fields (searched text), filters (restrict, do not score) and concepts (``term:``)
 TEXT_FIELDS = ("title", "abstract")
 FILTER_FIELDS = ("year", "section", "pmcid")
-FIELDS = ("title", "abstract", "gene", "year", "section", "pmcid")
+FIELDS = ("title", "abstract", "gene", "year", "section", "pmcid", "term")
 OPERATORS = ("AND", "OR", "NOT")
 #: groups may nest this deep (a 1,000-character query could otherwise recurse 500 levels)
 MAX_DEPTH = 32
@@ -137,11 +137,13 @@ def _lex(text: str) -> list[_Tok]:
     out: list[_Tok] = []
     i, n, depth = 0, len(text), 0
     opened: list[int] = []
+    value_next = False   # right after ``field:``: a value, never another field (term:go:0007219)
     while i < n:
         ch = text[i]
         if ch.isspace():
             i += 1
             continue
+        at_value, value_next = value_next, False
         if ch == '"':
             end = text.find('"', i + 1)
             if end < 0:
@@ -170,10 +172,11 @@ def _lex(text: str) -> list[_Tok]:
             i += 1
             continue
         start = i
-        head = _field_name(text, i)
+        head = None if at_value else _field_name(text, i)
         if head is not None:
             out.append(_Tok("field", head, i))
             i += len(head) + 1
+            value_next = True
             continue
         # a word: to whitespace, a quote, or a ``)`` closing an open group (brackets inside the word stay in it)
         inner = 0

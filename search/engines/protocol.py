@@ -59,6 +59,24 @@ class Build(Protocol):
         """Stop writing; keep the partial build for a resume, or remove it (``discard``) so it holds no disk."""
 
 
+class ConceptWriter(Protocol):
+    """Writes the concept index of a collection's published build (``flysift index concepts``): the mentions of
+    ontology terms in its passages, each with its term's ancestors. ``done`` holds the papers an interrupted earlier
+    run finished; nothing is searched until ``publish``."""
+
+    done: set[str]
+
+    def add(self, pmcid: str, rows: Iterable[tuple[str, str, int, int, str, str, Sequence[str]]]) -> None:
+        """One paper's mentions: (passage id, term id, start, end, text, via, the term and its ancestors)."""
+
+    def commit(self) -> None: ...
+
+    def publish(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """Make it the build's concept index (atomically); returns ``meta`` with the counts and bytes."""
+
+    def abort(self) -> None: ...
+
+
 class TermEngine(Protocol):
     """The term side of an engine: what the term service needs."""
 
@@ -119,6 +137,16 @@ class Engine(TermEngine, Protocol):
 
     def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:
         """The number of papers, and how many hold each word-view token (more-like-this weighs terms by it)."""
+
+    def open_concepts(self, resume: bool = True) -> tuple[ConceptWriter, str]:
+        """A writer of the published build's concept index, and that build's id."""
+
+    def concepts_info(self) -> dict[str, Any] | None:
+        """What the published build's concept index holds (ontologies, papers, mentions, terms, bytes), or None."""
+
+    def concept_counts(self, kind: Literal["papers", "passages"], term_ids: Sequence[str]) -> dict[str, int]:
+        """The papers (pmcid) or passages (id) that mention one of ``term_ids`` or a descendant, with how many
+        mentions; ``concepts_missing`` (409) without a concept index for the published build."""
 
     def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
                           limit: int) -> list[SupplementChunk]:

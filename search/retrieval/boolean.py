@@ -7,8 +7,9 @@ whether stop words are dropped are decided over all its words, as for a plain qu
 * a query whose syntax changes nothing (words, phrases, ``gene:``, ``OR``, groups of alternatives, and ``year:``/
   ``section:``/``pmcid:`` restricting the whole query) is planned as the plain text of its words (``plan``), with
   the filters folded into ``Filters``: it is searched exactly as before the language existed;
-* anything else (``AND``, ``NOT``, ``-``, ``+``, ``title:``, ``abstract:``, a filter inside a group or negated)
-  becomes ``EngineQuery.tree``: a ``BoolNode`` of groups, one ``should`` group of clauses per word.
+* anything else (``AND``, ``NOT``, ``-``, ``+``, ``title:``, ``abstract:``, ``term:``, a filter inside a group or
+  negated) becomes ``EngineQuery.tree``: a ``BoolNode`` of groups, one ``should`` group of clauses per word, a
+  ``ConceptNode`` per ``term:`` (scored like a word, by its mentions).
 
 Semantics are those of Elasticsearch's ``bool``: in a group with a ``must``, its ``should`` operands only add score;
 ``-x``/``NOT x`` excludes; a word whose every clause was dropped (a stop word in a longer query) leaves its group.
@@ -22,10 +23,14 @@ from dataclasses import field as dc_field
 from typing import Any, Literal
 
 from search.core.models import ABSTRACT, SECTION_TYPES
-from search.core.query import MAX_YEAR, BoolNode, Clause, EngineQuery, FilterNode, Filters, QueryNode
+from search.core.query import MAX_YEAR, BoolNode, Clause, ConceptNode, EngineQuery, FilterNode, Filters, QueryNode
 from search.core.querylang import Field, Group, Node, Parsed, Phrase, QuerySyntaxError, Unary, Word, leaves
 from search.retrieval import planner
 from search.text.analysis import split_clitics, symbol_tokens
+from search.text.term_search import ID_QUERY_RE
+
+#: how ontology prefixes are written (``term:go:0007219`` is ``GO:0007219``)
+ID_PREFIXES = {"go": "GO", "fbbt": "FBbt", "fbdv": "FBdv"}
 
 Target = Literal["papers", "passages"]
 
@@ -95,8 +100,10 @@ class Reader:
 
     def __init__(self, text: str, parsed: Parsed, target: Target, *, known_symbols: frozenset[str] | set[str],
                  foldable: frozenset[str] | set[str], compounds: frozenset[str] | set[str],
-                 plan: Callable[..., EngineQuery] = planner.plan):
+                 plan: Callable[..., EngineQuery] = planner.plan, concepts: bool = True):
         self.text, self.parsed, self.target = text, parsed, target
+        #: whether ``term:`` may be used (not in a session that hides terms: mentions would name hidden ids)
+        self.concepts_allowed = concepts
         self.known, self.foldable, self.compounds = known_symbols, foldable, compounds
         self.plan = plan
         self.trace: list[dict[str, Any]] = []
@@ -128,6 +135,24 @@ class Reader:
             return [(x.text, x.pos) for x in node.items if isinstance(x, Word)]
         raise self.error(getattr(node, "pos", 0), "filter_value", f"{name}: takes a value, not a phrase or an "
                          "expression", f"Write {name}:VALUE or {name}:(VALUE OR VALUE).")
+
+    def concept_node(self, f: Field) -> ConceptNode | BoolNode:
+        """``term:GO:0007219``, ``term:(GO:1 OR GO:2)`` (either), ``term:(GO:1 AND GO:2)`` (both)."""
+        if not self.concepts_allowed:
+            raise self.error(f.pos, "term_in_session", "term: is not available in a session that hides terms",
+                             "Search words and names here; concept search would name the hidden terms.")
+        ids = []
+        for value, pos in self._filter_values(f.value, "term"):
+            m = ID_QUERY_RE.fullmatch(value)
+            if m is None:
+                raise self.error(pos, "term_id", f"term:{value[:40]} is not a term id",
+                                 "Write term:GO:0007219 (an ontology id: GO, FBbt, FBdv); find ids with "
+                                 "/v1/terms/search.")
+            prefix, _, local = m.group(1).partition(":")
+            ids.append(f"{ID_PREFIXES.get(prefix.lower(), prefix)}:{local}")
+        if isinstance(f.value, Group) and f.value.op == "and":
+            return BoolNode(must=[ConceptNode(ids=[i]) for i in ids])
+        return ConceptNode(ids=list(dict.fromkeys(ids)))
 
     def _year(self, value: str, pos: int) -> FilterNode:
         lo, sep, hi = value.partition("..")
@@ -271,6 +296,8 @@ class Reader:
         if isinstance(node, Field):
             if node.name in ("year", "section", "pmcid"):
                 return self.filter_node(node)
+            if node.name == "term":
+                return self.concept_node(node)
             return self._node(node.value, top=False)
         if isinstance(node, Unary):
             inner = self._node(node.item, top=False)
@@ -322,7 +349,7 @@ def _positive(node: QueryNode | None, out: list[Clause]) -> None:
 
 def _matches_something(node: QueryNode) -> bool:
     """Whether a node can match a document by itself (a group of ``must_not`` alone cannot)."""
-    if isinstance(node, Clause | FilterNode):
+    if isinstance(node, Clause | FilterNode | ConceptNode):
         return True
     return any(_matches_something(x) for x in (*node.must, *node.should, *node.filter))
 
@@ -330,12 +357,12 @@ def _matches_something(node: QueryNode) -> bool:
 def read_query(text: str, parsed: Parsed, target: Target, *, filters: Filters | None = None,
                expansions: Iterable[str] = (), known_symbols: frozenset[str] | set[str] = frozenset(),
                foldable: frozenset[str] | set[str] = frozenset(), compounds: frozenset[str] | set[str] = frozenset(),
-               plan: Callable[..., EngineQuery] = planner.plan) -> tuple[EngineQuery, Reader]:
+               plan: Callable[..., EngineQuery] = planner.plan, concepts: bool = True) -> tuple[EngineQuery, Reader]:
     """The engine query of a parsed query (``search.core.querylang.parse``) for a paper or passage search, and its
     reader (``reader.reading()``: the reading token by token, for ``explain``). ``plan`` plans a query whose syntax
     changes nothing (the service passes its own, which benchmarks may replace)."""
     reader = Reader(text, parsed, target, known_symbols=known_symbols, foldable=foldable, compounds=compounds,
-                    plan=plan)
+                    plan=plan, concepts=concepts)
     return reader.read(filters, expansions), reader
 
 
@@ -353,7 +380,7 @@ def positive_text(parsed: Parsed) -> str:
             walk(node.item, negated or node.op == "not")
         elif isinstance(node, Field):
             if node.name in ("title", "abstract", "gene"):
-                walk(node.value, negated)
+                walk(node.value, negated)   # term:, year:, section:, pmcid: are no words to embed
         elif not negated:
             out.append(node.text)
 

@@ -88,7 +88,7 @@ class BrowseService:
         def read(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
                  known_symbols: frozenset[str] = frozenset(), foldable: frozenset[str] = frozenset(), *,
                  syntax: Syntax = "plain", target: Literal["papers", "passages"] = "papers",
-                 compounds: frozenset[str] = frozenset()) -> Reading: ...
+                 compounds: frozenset[str] = frozenset(), concepts: bool = True) -> Reading: ...
 
     # ---- exports ------------------------------------------------------------------------------------------------
     def check_export_limit(self, limit: int) -> int:
@@ -101,7 +101,8 @@ class BrowseService:
     def export(self, kind: Literal["papers", "passages"], text: str, fmt: exports.Format, *, limit: int = 1000,
                filters: Filters | None = None, collection: str = "default", expansions: Iterable[str] = (),
                syntax: Syntax = "plain", foldable: frozenset[str] = frozenset(),
-               compounds: frozenset[str] = frozenset(), qid: str = "1", tag: str = "flysift") -> Iterator[str]:
+               compounds: frozenset[str] = frozenset(), qid: str = "1", tag: str = "flysift",
+               concepts: bool = True) -> Iterator[str]:
         """The first ``limit`` hits of a search as ``fmt``, as text pieces: read, checked and started before this
         returns (a bad query, a missing index or a cluster down raise here, not half-way through a stream), then
         produced as they are consumed, so memory stays bounded whatever ``limit`` is."""
@@ -109,7 +110,7 @@ class BrowseService:
         exports.check_trec_name(qid, "qid")
         exports.check_trec_name(tag, "run_tag")
         query = self.read(text, filters, expansions, foldable=foldable, syntax=syntax, target=kind,
-                          compounds=compounds).query
+                          compounds=compounds, concepts=concepts).query
         engine = self.engine(collection)
         if kind == "papers":
             return exports.papers(_started(engine.export_papers(query, limit)), fmt, qid=qid, tag=tag)
@@ -176,9 +177,13 @@ class BrowseService:
         """Every collection with a published build: counts, build, engine and the ontologies searchable beside it."""
         out = []
         for name in collection_names(self.settings):
-            st = self.engine(name).stats()
+            eng = self.engine(name)
+            st = eng.stats()
+            info = eng.concepts_info()
             out.append(CollectionInfo(name=name, engine=st.engine, papers=st.papers, passages=st.passages,
-                                      build=st.build, index_bytes=st.index_bytes, ontologies=dict(st.terms)))
+                                      build=st.build, index_bytes=st.index_bytes, ontologies=dict(st.terms),
+                                      concepts={k: info[k] for k in ("ontologies", "papers", "mentions", "terms",
+                                                                     "bytes") if k in info} if info else None))
         return out
 
     # ---- reading a paper ----------------------------------------------------------------------------------------

@@ -134,7 +134,8 @@ class SearchService(BrowseService):
 
     def read(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
              known_symbols: frozenset[str] = frozenset(), foldable: frozenset[str] = frozenset(), *,
-             syntax: Syntax = "plain", target: Target = "papers", compounds: frozenset[str] = frozenset()) -> Reading:
+             syntax: Syntax = "plain", target: Target = "papers", compounds: frozenset[str] = frozenset(),
+             concepts: bool = True) -> Reading:
         """A query read for a search: plain text (``plan``: what agents get by default) or the query language
         (``search.core.querylang``; a syntax error is 422 ``query_syntax`` with its position)."""
         self.check_query(text)
@@ -145,7 +146,8 @@ class SearchService(BrowseService):
                                       foldable=foldable, compounds=compounds), None, text)
         parsed = parse(text)
         query, reader = read_query(text, parsed, target, filters=filters, expansions=expansions,
-                                   known_symbols=known_symbols, foldable=foldable, compounds=compounds, plan=plan)
+                                   known_symbols=known_symbols, foldable=foldable, compounds=compounds, plan=plan,
+                                   concepts=concepts)
         return Reading(text, query, reader, positive_text(parsed))
 
     def _explained(self, reading: Reading, engine: Engine, kind: Literal["papers", "passages"],
@@ -163,14 +165,14 @@ class SearchService(BrowseService):
                       known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
                       explain_plan: bool = False, foldable: frozenset[str] = frozenset(), syntax: Syntax = "plain",
                       highlight: HighlightSpec | None = None, facets: Iterable[str] = (),
-                      compounds: frozenset[str] = frozenset()) -> PaperSearchResults:
+                      compounds: frozenset[str] = frozenset(), concepts: bool = True) -> PaperSearchResults:
         """Papers by BM25, by their nearest passage (dense: cosine of the best passage) or by RRF of both (hybrid).
         Dense ignores gene expansions: they act through the BM25 half of hybrid, and embeds the words a query
         searches for (not those it excludes). ``facets`` count all matching papers (BM25's match)."""
         self.check_page(limit, offset)
         wanted = check_facets(facets)
         reading = self.read(text, filters, expansions, known_symbols, foldable, syntax=syntax, target="papers",
-                            compounds=compounds)
+                            compounds=compounds, concepts=concepts)
         query = reading.query
         engine = self.engine(collection)
         if mode == "bm25":
@@ -199,13 +201,14 @@ class SearchService(BrowseService):
                         known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
                         explain_plan: bool = False, foldable: frozenset[str] = frozenset(), syntax: Syntax = "plain",
                         highlight: HighlightSpec | None = None, facets: Iterable[str] = (),
-                        compounds: frozenset[str] = frozenset(), titles: bool = False) -> PassageSearchResults:
+                        compounds: frozenset[str] = frozenset(), titles: bool = False,
+                        concepts: bool = True) -> PassageSearchResults:
         """Passages by BM25, by embedding cosine (dense) or by RRF of both (hybrid); dense-only hits carry no
         snippet and match no named clause. ``titles``: each hit carries its paper's title."""
         self.check_page(limit, offset)
         wanted = check_facets(facets)
         reading = self.read(text, filters, expansions, known_symbols, foldable, syntax=syntax, target="passages",
-                            compounds=compounds)
+                            compounds=compounds, concepts=concepts)
         query = reading.query
         engine = self.engine(collection)
         if mode == "bm25":

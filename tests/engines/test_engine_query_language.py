@@ -245,3 +245,101 @@ def test_a_build_from_before_the_title_field_says_to_rebuild(svc, settings):
         svc.search_papers("title:BRCA2", syntax="query")
     assert (err.value.status, err.value.code, err.value.details["field"]) == (409, "rebuild_needed", "title")
     assert papers(svc, "BRCA2 -limb") == {"PMC200004", "PMC200005"}   # everything else still answers
+
+
+# ---- item 8: concept search -------------------------------------------------------------------------------------
+
+CONCEPT_PAPERS = [
+    Paper(pmcid="PMC400001", year=2012, title="Eyes", abstract="We study compound eye morphogenesis in flies.",
+          sections=[Section(type="RESULTS", paragraphs=["The nuclear lumen fills with protein.",
+                                                        "Compound eye morphogenesis fails without Dl."])]),
+    Paper(pmcid="PMC400002", year=2014, title="Nuclei", abstract="Su(H) enters the nucleus.",
+          sections=[Section(type="RESULTS", paragraphs=["The nucleus swells; Dl is not needed."])]),
+    Paper(pmcid="PMC400003", year=2016, title="Wings", abstract="Wing disc growth.",
+          sections=[Section(type="RESULTS", paragraphs=["Nothing about organelles here."])]),
+]
+
+
+def _with_concepts(settings: Settings) -> SearchService:
+    from indexer.concepts import index_concepts
+    from search.engines.embedded.terms import TermIndex
+    from search.ontology.model import Ontology
+    from search.ontology.service import TermService
+
+    svc = SearchService(settings)
+    publish(svc.engine(), CONCEPT_PAPERS)
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    ont = Ontology.load(fixtures / "mini.obo", "go", cache_dir=settings.data_dir / "obo-cache")
+    TermService(settings.data_dir).index_ontology(ont, TermIndex(settings.data_dir).write)
+    meta = index_concepts(settings, workers=1)
+    # nuclear lumen, compound eye morphogenesis ×2, nucleus ×2, organelle
+    assert (meta["papers"], meta["ontologies"]) == (3, ["go"]) and meta["mentions"] == 6
+    return svc
+
+
+def test_term_finds_mentions_of_the_term_and_its_descendants(settings):
+    svc = _with_concepts(settings)
+    res = svc.search_papers("term:GO:0005634", syntax="query")   # nucleus; nuclear lumen is part_of it
+    assert {h.pmcid for h in res.hits} == {"PMC400001", "PMC400002"}
+    by = {h.pmcid: h for h in res.hits}
+    assert [(m.term_id, m.text, m.matched) for m in by["PMC400001"].mentions] == [
+        ("GO:0031981", "nuclear lumen", "GO:0005634")]
+    assert by["PMC400002"].score > by["PMC400001"].score   # two mentions against one
+    eye = svc.search_papers("term:GO:0001654", syntax="query")     # eye development: compound eye morphogenesis
+    assert [h.pmcid for h in eye.hits] == ["PMC400001"] and len(eye.hits[0].mentions) == 2
+    passages = svc.search_passages("term:go:0031981", syntax="query")
+    assert [h.passage_id for h in passages.hits] == ["PMC400001:1:0"]
+    assert passages.hits[0].mentions[0].model_dump() == {"term_id": "GO:0031981", "matched": "GO:0031981",
+                                                         "passage_id": "PMC400001:1:0", "start": 4, "end": 17,
+                                                         "text": "nuclear lumen", "via": "name"}
+    # with words and operators, as any leaf
+    assert {h.pmcid for h in svc.search_papers("term:GO:0005634 -Dl", syntax="query").hits} == set()
+    assert {h.pmcid for h in svc.search_papers("term:GO:0005634 AND Su(H)", syntax="query").hits} == {"PMC400002"}
+    assert svc.search_papers("term:GO:0005634", syntax="query", facets=["year"]).facets == {
+        "year": {"2012": 1, "2014": 1}}
+    info = {c.name: c.concepts for c in svc.collections()}["default"]
+    assert info is not None and info["mentions"] == 6 and info["ontologies"] == ["go"]
+
+
+def test_term_without_a_concept_index_says_how_to_make_one(svc):
+    from search.core.errors import FlysiftError
+
+    with pytest.raises(FlysiftError) as err:
+        svc.search_papers("term:GO:0005634", syntax="query")
+    assert (err.value.status, err.value.code) == (409, "concepts_missing")
+    assert "flysift index concepts" in err.value.message
+
+
+def test_a_new_build_has_no_concept_index_until_it_is_indexed_again(settings):
+    from search.core.errors import FlysiftError
+
+    svc = _with_concepts(settings)
+    publish(svc.engine(), CONCEPT_PAPERS)   # a new corpus build
+    with pytest.raises(FlysiftError) as err:
+        svc.search_papers("term:GO:0005634", syntax="query")
+    assert err.value.code == "concepts_missing"
+
+
+def test_concept_indexing_resumes_where_it_stopped(settings, monkeypatch):
+    import indexer.concepts as concepts
+
+    svc = _with_concepts(settings)   # the full run, for comparison
+    want = svc.engine().concept_counts("papers", ["GO:0005575"])
+    publish(svc.engine(), CONCEPT_PAPERS)   # a new build: its concept index starts again
+    monkeypatch.setattr(concepts, "COMMIT_EVERY", 1)
+    monkeypatch.setattr(concepts, "CHUNK", 1)
+    seen: list[int] = []
+
+    def stop(done: int, total: int | None) -> None:
+        seen.append(done)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        concepts.index_concepts(settings, workers=1, progress=stop)
+    writer, _ = svc.engine().open_concepts(resume=True)
+    assert len(writer.done) == 2   # two papers committed before the interruption
+    writer.abort()
+    meta = concepts.index_concepts(settings, workers=1)
+    assert meta["papers"] == 3 and meta["mentions"] == 6 and meta["passages_read"] < 3 * 3
+    assert svc.engine().concept_counts("papers", ["GO:0005575"]) == want

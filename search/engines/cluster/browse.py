@@ -11,12 +11,14 @@ methods; exports page with ``search_after`` in the engine itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from search.core.models import PaperHit
+from search.core.errors import FlysiftError
+from search.core.models import PaperHit, PassageHit
 from search.core.names import is_valid
 from search.core.query import EngineQuery
+from search.engines.cluster.concepts import ConceptIndex, ConceptWriter, concepts_missing
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query
 
 if TYPE_CHECKING:
@@ -52,18 +54,77 @@ def collection_names(t: Transport, prefix: str) -> list[str]:
 class Browse:
     """Mixed into ``ClusterEngine``, which provides requests, aliases and the published layout."""
 
+    collection: str
+
     if TYPE_CHECKING:
         def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
                      what: str | None = None, ndjson: bool = False) -> Any: ...
         def alias(self, kind: str) -> str: ...
         def _paper_fields(self, source: str | None = None) -> dict[str, float]: ...
         def _fielded(self) -> bool: ...
+        def _live_index(self, kind: str) -> str: ...
+        def _alias_targets(self, alias: str) -> list[str]: ...
 
     def _compiled(self, kind: Kind, query: EngineQuery) -> dict[str, Any]:
         if kind == "papers":
             return compile_query(query, self._paper_fields(query.filters.source), "section_types",
-                                 paper_fields=self._fielded())
-        return compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages")
+                                 paper_fields=self._fielded(), concepts=self._concepts_of("papers"))
+        return compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages",
+                             concepts=self._concepts_of("passages"))
+
+    # ---- concepts (``search.engines.cluster.concepts``) ----------------------------------------------------------
+    def _concepts_of(self, kind: Kind) -> Callable[[list[str]], dict[str, int]]:
+        """What ``term:`` compiles with: the documents mentioning terms, read when a query has one."""
+        return lambda ids: self._concept_index().counts(kind, ids)
+
+    def _concept_index(self) -> ConceptIndex:
+        """The published concept index, when it belongs to the published papers index."""
+        alias = self.alias("concepts")
+        version = self._live_index("papers").rsplit("-papers-", 1)[1]
+        targets = self._alias_targets(alias)
+        if not targets:
+            raise concepts_missing(self.collection)
+        if targets != [f"{alias}-{version}"]:
+            raise concepts_missing(self.collection, "was re-indexed since its concept index was made")
+        return ConceptIndex(self._request, alias, self.collection)
+
+    def open_concepts(self, resume: bool = True) -> tuple[ConceptWriter, str]:
+        """A writer of the concept index of the published papers index, and that build's version."""
+        version = self._live_index("papers").rsplit("-papers-", 1)[1]
+        index = f"{self.alias('concepts')}-{version}"
+
+        def bulk(ndjson: str) -> None:
+            res = self._request("POST", f"/{index}/_bulk", ndjson, ndjson=True, what="writing concepts")
+            if res.get("errors"):
+                bad: Any = next((i for i in res.get("items", []) if next(iter(i.values())).get("error")), {})
+                raise FlysiftError(f"the cluster refused concept documents: {str(bad)[:300]}", code="storage_error",
+                                   status=500)
+
+        return ConceptWriter(self._request, bulk, index, self.alias("concepts"), resume, self._alias_targets), version
+
+    def concepts_info(self) -> dict[str, Any] | None:
+        try:
+            idx = self._concept_index()
+        except FlysiftError as e:
+            if e.code == "concepts_missing":
+                return None
+            raise
+        res: dict[str, Any] = self._request("GET", f"/{idx.alias}/_mapping", what="reading the concept index")
+        mapping: dict[str, Any] = next(iter(res.values()), {})
+        return dict(mapping.get("mappings", {}).get("_meta") or {})
+
+    def concept_counts(self, kind: Kind, term_ids: Sequence[str]) -> dict[str, int]:
+        return self._concept_index().counts(kind, term_ids)
+
+    def _with_mentions(self, kind: Kind, hits: Sequence[PaperHit] | Sequence[PassageHit], query: EngineQuery) -> None:
+        ids = query.concepts()
+        if not ids or not hits:
+            return
+        keys = [h.pmcid if isinstance(h, PaperHit) else h.passage_id for h in hits]
+        found = self._concept_index().mentions(kind, keys, ids)
+        hit: Any
+        for hit, k in zip(hits, keys, strict=True):
+            hit.mentions = found.get(k, [])
 
     def facets(self, kind: Kind, query: EngineQuery, names: Iterable[str]) -> dict[str, dict[str, int]]:
         """How many matching papers (passages) have each year and each section type, as the embedded engine

@@ -443,7 +443,8 @@ class ClusterEngine(Browse):
         # ties by pmcid, as the export pages them: the order of equal scores must not depend on which bulk request
         # (several run in parallel) reached the shard first
         res = self._search_papers(lambda fields: {
-            "query": compile_query(query, fields, "section_types", paper_fields=self._fielded()),
+            "query": compile_query(query, fields, "section_types", paper_fields=self._fielded(),
+                                   concepts=self._concepts_of("papers")),
             "from": offset, "size": limit,
             "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
             "_source": ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi"]}, source=query.filters.source)
@@ -451,13 +452,15 @@ class ClusterEngine(Browse):
         if snippets or highlight is not None:
             abstracts = {h["_source"]["pmcid"]: h["_source"].get("abstract", "") for h in res["hits"]["hits"]}
             self._add_snippets(hits, query, snippets, highlight, abstracts)
+        self._with_mentions("papers", hits, query)
         return PaperSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                         snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults:
         t0 = time.perf_counter()
-        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages"), "from": offset,
+        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages",
+                                       concepts=self._concepts_of("passages")), "from": offset,
                 "size": limit, "track_total_hits": True, "sort": [{"_score": "desc"}, {"id": "asc"}]}
         if snippets:
             body["highlight"] = unified_highlight(query, PASSAGE_FIELDS)
@@ -467,6 +470,7 @@ class ClusterEngine(Browse):
             hls = Highlighters(query.clauses)
             for hit in hits:
                 hit.highlight = passage_highlight(hls, highlight, hit.text, hit.section_type)
+        self._with_mentions("passages", hits, query)
         return PassageSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -540,14 +544,15 @@ class ClusterEngine(Browse):
         snippets)."""
         self._layout = None   # read the layout now: an export pages one index for a long time
         body = {"query": compile_query(query, self._paper_fields(query.filters.source), "section_types",
-                                       paper_fields=self._fielded()),
+                                       paper_fields=self._fielded(), concepts=self._concepts_of("papers")),
                 "_source": ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi"]}
         for h in self._export("papers", body, "pmcid", batch_size, limit):
             yield self._paper_hit(h, query)
 
     def export_passages(self, query: EngineQuery, limit: int | None = None,
                         batch_size: int = EXPORT_BATCH) -> Iterator[PassageHit]:
-        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages")}
+        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages",
+                                       concepts=self._concepts_of("passages"))}
         for h in self._export("passages", body, "id", batch_size, limit):
             yield self._passage_hit(h, query)
 

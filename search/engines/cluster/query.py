@@ -9,12 +9,12 @@ field (``title``/``abstract``, indexed from papers layout 6) or, in passages, wi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from search.core.errors import FlysiftError
 from search.core.models import ABSTRACT, Snippet
-from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters, QueryNode
+from search.core.query import BoolNode, Clause, ConceptNode, EngineQuery, FilterNode, Filters, QueryNode, concept_score
 from search.text import analysis
 
 PASSAGE_FIELDS = {"text": 1.0}
@@ -31,14 +31,15 @@ def _has_tokens(clause: Clause) -> bool:
 
 
 def compile_query(query: EngineQuery, fields: dict[str, float], section_field: str, *, kind: str = "papers",
-                  paper_fields: bool = True) -> dict[str, Any]:
+                  paper_fields: bool = True, concepts: Callable[[list[str]], dict[str, int]] | None = None
+                  ) -> dict[str, Any]:
     """The engine-neutral query as query DSL: optional clauses OR-ed (at least one must match when present),
     required clauses must match, filters do not score; or the ``tree``. Mirrors the embedded engine's ``Compiler``.
     ``paper_fields``: the papers index has the separate title and abstract fields (layout 6)."""
     if not fields:   # a source no field of this index holds
         return {"match_none": {}}
     if query.tree is not None:
-        ctx = _Ctx(fields, section_field, kind, paper_fields)
+        ctx = _Ctx(fields, section_field, kind, paper_fields, concepts)
         root = ctx.node(query.tree)
         if root is None:
             root = {"match_all": {}} if not (query.tree.must or query.tree.should or query.tree.must_not) \
@@ -83,16 +84,40 @@ def _with_filters(root: dict[str, Any], f: Filters, section_field: str) -> dict[
     return out
 
 
+#: keys one ``terms`` query of a ``term:`` leaf holds (the cluster's default limit is 65,536)
+TERMS_CHUNK = 10_000
+
+
 class _Ctx:
-    def __init__(self, fields: dict[str, float], section_field: str, kind: str, paper_fields: bool):
+    def __init__(self, fields: dict[str, float], section_field: str, kind: str, paper_fields: bool,
+                 concepts: Callable[[list[str]], dict[str, int]] | None = None):
         self.fields, self.section_field, self.kind, self.paper_fields = fields, section_field, kind, paper_fields
+        self.concepts = concepts
 
     def node(self, node: QueryNode) -> dict[str, Any] | None:
         if isinstance(node, Clause):
             return self.clause(node)
         if isinstance(node, FilterNode):
             return {"bool": {"filter": [self.filter(node)]}}
+        if isinstance(node, ConceptNode):
+            return self.concept(node)
         return self.bool(node)
+
+    def concept(self, node: ConceptNode) -> dict[str, Any]:
+        """The documents mentioning the terms (or a descendant), each scored by its mentions (``concept_score``),
+        as the embedded engine scores them: one constant score per mention count."""
+        if self.concepts is None:
+            raise FlysiftError("term: needs the collection's concept index", code="concepts_missing", status=409)
+        counts = self.concepts(node.ids)
+        if not counts:
+            return {"match_none": {}}
+        key = "pmcid" if self.kind == "papers" else "id"
+        by_count: dict[int, list[str]] = {}
+        for k, n in counts.items():
+            by_count.setdefault(n, []).append(k)
+        parts = [{"constant_score": {"filter": {"terms": {key: keys[i:i + TERMS_CHUNK]}}, "boost": concept_score(n)}}
+                 for n, keys in sorted(by_count.items()) for i in range(0, len(keys), TERMS_CHUNK)]
+        return parts[0] if len(parts) == 1 else {"bool": {"should": parts}}
 
     def bool(self, node: BoolNode) -> dict[str, Any] | None:
         musts = [q for q in (self.node(n) for n in node.must) if q is not None]

@@ -11,7 +11,7 @@ holds builds, layout and search); the cluster engine's ``browse`` module answers
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,6 +20,7 @@ import tantivy
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperHit, PassageHit
 from search.core.names import is_valid
 from search.core.query import EngineQuery
+from search.engines.embedded.concepts import ConceptStore, ConceptWriter, concepts_missing
 from search.engines.embedded.match import any_of
 from search.engines.embedded.prepare import PaperHead
 
@@ -43,9 +44,11 @@ def collection_names(data_dir: Path) -> list[str]:
 class Browse:
     """Mixed into ``EmbeddedEngine``, which provides the reader of the published build and its query compiler."""
 
+    collection: str
+
     if TYPE_CHECKING:
         def _read(self) -> Any: ...   # the engine's reader of the published build
-        def _compiler(self, r: Any, kind: str, source: str | None = None) -> Compiler: ...
+        def _compiler(self, r: Any, kind: Kind, source: str | None = None) -> Compiler: ...
 
     def facets(self, kind: Kind, query: EngineQuery, names: Iterable[str]) -> dict[str, dict[str, int]]:
         """How many matching papers (passages) have each year and each section type; types without any are left
@@ -114,3 +117,35 @@ class Browse:
         r = self._read()
         field = "text_w" if r.paper_fields else "body_w"
         return r.paper_searcher.num_docs, {t: r.paper_searcher.doc_freq(field, t) for t in dict.fromkeys(tokens)}
+
+    # ---- concepts (``search.engines.embedded.concepts``) ---------------------------------------------------------
+    def _concepts(self, r: Any) -> ConceptStore:
+        store = r.concept_store()
+        if store is None:
+            raise concepts_missing(self.collection)
+        return store
+
+    def open_concepts(self, resume: bool = True) -> tuple[ConceptWriter, str]:
+        """A writer of the published build's concept index, and that build's id."""
+        r = self._read()
+        return ConceptWriter(r.path, resume=resume), r.build
+
+    def concepts_info(self) -> dict[str, Any] | None:
+        """What the published build's concept index holds (None: it has none)."""
+        store = self._read().concept_store()
+        return store.info() if store is not None else None
+
+    def concept_counts(self, kind: Kind, term_ids: Sequence[str]) -> dict[str, int]:
+        return self._concepts(self._read()).counts(kind, term_ids)
+
+    def _with_mentions(self, r: Any, kind: Kind, hits: Sequence[PaperHit] | Sequence[PassageHit],
+                       query: EngineQuery) -> None:
+        """Each hit's mentions of the query's ``term:`` concepts."""
+        ids = query.concepts()
+        if not ids or not hits:
+            return
+        keys = [h.pmcid if isinstance(h, PaperHit) else h.passage_id for h in hits]
+        found = self._concepts(r).mentions(kind, keys, ids)
+        hit: Any
+        for hit, k in zip(hits, keys, strict=True):
+            hit.mentions = found.get(k, [])

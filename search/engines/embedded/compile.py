@@ -12,13 +12,14 @@ abstract passage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from itertools import groupby
 
 import tantivy
 
 from search.core.errors import FlysiftError
 from search.core.models import ABSTRACT
-from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters, QueryNode
+from search.core.query import BoolNode, Clause, ConceptNode, EngineQuery, FilterNode, Filters, QueryNode, concept_score
 from search.engines.embedded.match import any_of
 from search.text.analysis import analyze
 
@@ -38,9 +39,12 @@ class Compiler:
     and ``paper_fields`` whether a papers index has the separate title and abstract fields."""
 
     def __init__(self, schema: tantivy.Schema, fields: dict[str, float], section_field: str, *,
-                 kind: str = "papers", paper_fields: bool = False, supplements: bool = False):
+                 kind: str = "papers", paper_fields: bool = False, supplements: bool = False,
+                 concepts: Callable[[list[str]], dict[str, int]] | None = None):
         self.schema, self.fields, self.section_field = schema, fields, section_field
         self.kind, self.paper_fields, self.supplements = kind, paper_fields, supplements
+        #: the documents (pmcid or passage id) that mention terms, with how often (``term:``)
+        self.concepts = concepts
 
     def query(self, query: EngineQuery) -> tantivy.Query:
         if not self.fields:   # a source filter no field of this build can answer (supplements of a build without)
@@ -100,6 +104,8 @@ class Compiler:
     def node(self, node: QueryNode) -> tantivy.Query | None:
         if isinstance(node, Clause):
             return self.clause(node)
+        if isinstance(node, ConceptNode):
+            return self.concept(node)
         if isinstance(node, FilterNode):
             return tantivy.Query.const_score_query(self.filter(node), 0.0)
         musts = [q for q in (self.node(n) for n in node.must) if q is not None]
@@ -115,6 +121,22 @@ class Compiler:
         occurs = [(tantivy.Occur.Must, q) for q in musts + filters] + [(tantivy.Occur.Should, q) for q in shoulds]
         occurs += [(tantivy.Occur.MustNot, q) for q in nots]
         return occurs[0][1] if len(occurs) == 1 else tantivy.Query.boolean_query(occurs)
+
+    def concept(self, node: ConceptNode) -> tantivy.Query:
+        """The documents mentioning the terms (or a descendant), each scored by its mentions: one constant-score
+        group per mention count (``search.engines.embedded.concepts.score``)."""
+        if self.concepts is None:
+            raise FlysiftError("term: needs the collection's concept index", code="concepts_missing", status=409)
+        counts = self.concepts(node.ids)
+        if not counts:
+            return tantivy.Query.empty_query()
+        key = "pmcid" if self.kind == "papers" else "id"
+        groups = [(n, [k for k, _ in g]) for n, g in groupby(sorted(counts.items(), key=lambda kv: kv[1]),
+                                                             key=lambda kv: kv[1])]
+        parts = [tantivy.Query.const_score_query(any_of(self.schema, key, keys), concept_score(n))
+                 for n, keys in groups]
+        return parts[0] if len(parts) == 1 else tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, q) for q in parts])
 
     def filter_or_node(self, node: QueryNode) -> tantivy.Query:
         if isinstance(node, FilterNode):

@@ -88,6 +88,7 @@ from search.core.supplements import SupplementChunk, SupplementPlace, paper_fiel
 from search.engines.embedded import paper_store, supplement_store
 from search.engines.embedded.browse import Browse
 from search.engines.embedded.compile import Compiler, matched
+from search.engines.embedded.concepts import CONCEPTS, ConceptStore
 from search.engines.embedded.paper_store import PaperStore
 from search.engines.embedded.prepare import PaperHead, Prepared, _prepare
 from search.engines.embedded.supplement_store import SupplementStore
@@ -500,6 +501,13 @@ class _Reader:
         self.passage_searcher = self.passages.searcher()
         self.store = PaperStore(build_dir / "papers.db")
         self.supp = SupplementStore(build_dir / "papers.db")
+        #: the concept index (``flysift index concepts``), opened when it appears beside the build
+        self.concepts: ConceptStore | None = None
+
+    def concept_store(self) -> ConceptStore | None:
+        if self.concepts is None and (self.path / CONCEPTS).exists():
+            self.concepts = ConceptStore(self.path / CONCEPTS)
+        return self.concepts
 
     def paper(self, pmcid: str) -> Paper | None:
         return self.store.paper(pmcid)
@@ -592,13 +600,16 @@ class EmbeddedEngine(Browse):
     def has_index(self) -> bool:
         return (self.dir / "CURRENT").exists()
 
-    def _compiler(self, r: _Reader, kind: str, source: str | None = None) -> Compiler:
+    def _compiler(self, r: _Reader, kind: Literal["papers", "passages"], source: str | None = None) -> Compiler:
+        def concepts(ids: list[str]) -> dict[str, int]:
+            return self._concepts(r).counts(kind, ids)
+
         if kind == "papers":
             fields = paper_fields(r.paper_fields or self.bm25.per_field(), r.supplements, source)
             return Compiler(r.paper_schema, fields, "section_types", paper_fields=r.fielded,
-                            supplements=r.supplements)
+                            supplements=r.supplements, concepts=concepts)
         return Compiler(r.passage_schema, PASSAGE_WEIGHTS, "section_type", kind="passages",
-                        supplements=r.supplements)
+                        supplements=r.supplements, concepts=concepts)
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                       snippets: bool = False, highlight: HighlightSpec | None = None) -> PaperSearchResults:
@@ -625,6 +636,7 @@ class EmbeddedEngine(Browse):
                 hit.highlight, hit.best_passage = paper_highlight(hls, highlight, p.title, p.abstract,
                                                                   best.get(pmcid))
             hits.append(hit)
+        self._with_mentions(r, "papers", hits, query)
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -659,6 +671,7 @@ class EmbeddedEngine(Browse):
             h.snippet = hl.snippet("text", h.text) if hl else None
             if hls is not None and highlight is not None:
                 h.highlight = passage_highlight(hls, highlight, h.text, h.section_type)
+        self._with_mentions(r, "passages", hits, query)
         return PassageSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
