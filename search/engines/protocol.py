@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
 from search.core.models import (
+    ConceptMention,
     IndexStats,
     Paper,
     PaperHit,
@@ -143,6 +144,9 @@ class Engine(TermEngine, Protocol):
 
     def concepts_info(self) -> dict[str, Any] | None:
         """What the published build's concept index holds (ontologies, papers, mentions, terms, bytes), or None."""
+
+    def paper_concepts(self, pmcid: str) -> list[ConceptMention]:
+        """Every concept mention of a paper, in text order (``concepts_missing`` without a concept index)."""
 
     def concept_counts(self, kind: Literal["papers", "passages"], term_ids: Sequence[str]) -> dict[str, int]:
         """The papers (pmcid) or passages (id) that mention one of ``term_ids`` or a descendant, with how many

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from search.core.errors import FlysiftError
-from search.core.models import PaperHit, PassageHit
+from search.core.models import ConceptMention, PaperHit, PassageHit
 from search.core.names import is_valid
 from search.core.query import EngineQuery
 from search.engines.cluster.concepts import ConceptIndex, ConceptWriter, concepts_missing
@@ -112,6 +112,10 @@ class Browse:
         res: dict[str, Any] = self._request("GET", f"/{idx.alias}/_mapping", what="reading the concept index")
         mapping: dict[str, Any] = next(iter(res.values()), {})
         return dict(mapping.get("mappings", {}).get("_meta") or {})
+
+    def paper_concepts(self, pmcid: str) -> list[ConceptMention]:
+        """Every concept mention of a paper, in text order."""
+        return self._concept_index().of_paper(pmcid)
 
     def concept_counts(self, kind: Kind, term_ids: Sequence[str]) -> dict[str, int]:
         return self._concept_index().counts(kind, term_ids)

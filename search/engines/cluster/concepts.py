@@ -175,3 +175,11 @@ class ConceptIndex:
                 bucket.append(ConceptMention(term_id=s["term"], matched=matched, passage_id=s["passage"],
                                              start=s["start"], end=s["end"], text=s["text"], via=s["via"]))
         return out
+
+    def of_paper(self, pmcid: str) -> list[ConceptMention]:
+        """Every mention in a paper, in text order (``matched`` is the term itself)."""
+        query = {"bool": {"filter": [{"term": {"kind": "mention"}}, {"term": {"pmcid": pmcid}}]}}
+        return [ConceptMention(term_id=s["term"], matched=s["term"], passage_id=s["passage"], start=s["start"],
+                               end=s["end"], text=s["text"], via=s["via"])
+                for s in (h["_source"] for h in _pages(self.request, self.alias, query,
+                                                       ["passage", "term", "start", "end", "text", "via"]))]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import tantivy
 
-from search.core.models import ABSTRACT, SECTION_TYPES, PaperHit, PassageHit
+from search.core.models import ABSTRACT, SECTION_TYPES, ConceptMention, PaperHit, PassageHit
 from search.core.names import is_valid
 from search.core.query import EngineQuery
 from search.engines.embedded.concepts import ConceptStore, ConceptWriter, concepts_missing
@@ -134,6 +134,10 @@ class Browse:
         """What the published build's concept index holds (None: it has none)."""
         store = self._read().concept_store()
         return store.info() if store is not None else None
+
+    def paper_concepts(self, pmcid: str) -> list[ConceptMention]:
+        """Every concept mention of a paper, in text order."""
+        return self._concepts(self._read()).of_paper(pmcid)
 
     def concept_counts(self, kind: Kind, term_ids: Sequence[str]) -> dict[str, int]:
         return self._concepts(self._read()).counts(kind, term_ids)

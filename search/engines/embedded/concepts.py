@@ -7,7 +7,9 @@ complete, so a search sees the whole concept index or none. It belongs to its bu
 publishes a build without one until ``flysift index concepts`` runs again. Tables::
 
     mention(id, pmcid, passage, term, start, end, text, via)   one row per mention found
+    term(id, name)                                             every term id seen, as a small integer
     closure(term, mention)                                     the mention's term and each of its ancestors
+                                                               (integers, the table its own index)
     done(pmcid)                                                papers whose passages were read (resume)
     meta(key, value)                                           ontologies, counts, when
 """
@@ -32,12 +34,13 @@ BUILDING = "concepts.db.building"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mention (id INTEGER PRIMARY KEY, pmcid TEXT NOT NULL, passage TEXT NOT NULL,
                                     term TEXT NOT NULL, start INTEGER, "end" INTEGER, text TEXT, via TEXT);
-CREATE TABLE IF NOT EXISTS closure (term TEXT NOT NULL, mention INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS term (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS closure (term INTEGER NOT NULL, mention INTEGER NOT NULL,
+                                    PRIMARY KEY (term, mention)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS done (pmcid TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 _INDEXES = """
-CREATE INDEX IF NOT EXISTS closure_term ON closure (term, mention);
 CREATE INDEX IF NOT EXISTS mention_passage ON mention (passage);
 CREATE INDEX IF NOT EXISTS mention_pmcid ON mention (pmcid);
 """
@@ -63,7 +66,15 @@ class ConceptWriter:
         self.db = sqlite3.connect(self.path, check_same_thread=False)
         self.db.executescript(_SCHEMA)
         self.done = {r[0] for r in self.db.execute("SELECT pmcid FROM done")}
+        self.term_ids = dict(self.db.execute("SELECT name, id FROM term"))
         self.lock = threading.Lock()
+
+    def _term(self, name: str) -> int:
+        got = self.term_ids.get(name)
+        if got is None:
+            got = self.term_ids[name] = self.db.execute("INSERT INTO term (name) VALUES (?)", (name,)).lastrowid \
+                or 0
+        return got
 
     def add(self, pmcid: str, rows: Iterable[Row]) -> None:
         """One paper's mentions (none is fine: the paper is read); a paper added again replaces its mentions."""
@@ -75,8 +86,8 @@ class ConceptWriter:
             for passage, term, start, end, text, via, closure in rows:
                 cur = self.db.execute('INSERT INTO mention (pmcid, passage, term, start, "end", text, via) '
                                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (pmcid, passage, term, start, end, text, via))
-                self.db.executemany("INSERT INTO closure (term, mention) VALUES (?, ?)",
-                                    [(t, cur.lastrowid) for t in dict.fromkeys(closure)])
+                self.db.executemany("INSERT OR IGNORE INTO closure (term, mention) VALUES (?, ?)",
+                                    [(self._term(t), cur.lastrowid) for t in dict.fromkeys(closure)])
             self.db.execute("INSERT OR IGNORE INTO done (pmcid) VALUES (?)", (pmcid,))
             self.done.add(pmcid)
 
@@ -130,8 +141,9 @@ class ConceptStore:
         key = "m.pmcid" if kind == "papers" else "m.passage"
         marks = ",".join("?" * len(ids))
         with self.lock:
-            rows = self.db.execute(f"SELECT {key}, COUNT(DISTINCT m.id) FROM closure c JOIN mention m ON m.id = "
-                                   f"c.mention WHERE c.term IN ({marks}) GROUP BY {key}", ids).fetchall()
+            rows = self.db.execute(f"SELECT {key}, COUNT(DISTINCT m.id) FROM term t JOIN closure c ON c.term = t.id "
+                                   f"JOIN mention m ON m.id = c.mention WHERE t.name IN ({marks}) GROUP BY {key}",
+                                   ids).fetchall()
         return {k: int(n) for k, n in rows}
 
     def mentions(self, kind: Literal["papers", "passages"], keys: Sequence[str], term_ids: Sequence[str],
@@ -145,9 +157,9 @@ class ConceptStore:
         marks, kmarks = ",".join("?" * len(ids)), ",".join("?" * len(keys))
         with self.lock:
             rows = self.db.execute(
-                f'SELECT m.{column}, m.passage, m.term, m.start, m."end", m.text, m.via, c.term FROM closure c '
-                f"JOIN mention m ON m.id = c.mention WHERE c.term IN ({marks}) AND m.{column} IN ({kmarks}) "
-                "ORDER BY m.id", [*ids, *keys]).fetchall()
+                f'SELECT m.{column}, m.passage, m.term, m.start, m."end", m.text, m.via, t.name FROM term t '
+                f"JOIN closure c ON c.term = t.id JOIN mention m ON m.id = c.mention WHERE t.name IN ({marks}) "
+                f"AND m.{column} IN ({kmarks}) ORDER BY m.id", [*ids, *keys]).fetchall()
         seen: set[tuple[str, int, int]] = set()
         for key, passage, term, start, end, text, via, matched in rows:
             if len(out[key]) >= per_key or (passage, start, end) in seen:
@@ -156,6 +168,14 @@ class ConceptStore:
             out[key].append(ConceptMention(term_id=term, matched=matched, passage_id=passage, start=start, end=end,
                                            text=text, via=via))
         return out
+
+    def of_paper(self, pmcid: str) -> list[ConceptMention]:
+        """Every mention in a paper, in text order (``matched`` is the term itself)."""
+        with self.lock:
+            rows = self.db.execute('SELECT passage, term, start, "end", text, via FROM mention WHERE pmcid = ? '
+                                   "ORDER BY id", (pmcid,)).fetchall()
+        return [ConceptMention(term_id=t, matched=t, passage_id=p, start=s, end=e, text=x, via=v)
+                for p, t, s, e, x, v in rows]
 
     def close(self) -> None:
         with self.lock:
