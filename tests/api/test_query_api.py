@@ -48,7 +48,7 @@ def test_a_syntax_error_is_422_with_its_position(http):
         err = r.json()["error"]
         assert err["code"] == "query_syntax" and err["details"]["position"] == 6
         assert err["details"]["rule"] == "unbalanced_quote" and err["details"]["hint"]
-    r = http.post("/v1/papers/search", json={"query": "wing term:GO:0007219"})
+    r = http.post("/v1/papers/search", json={"query": "wing author:Smith"})
     assert r.json()["error"]["details"]["rule"] == "unknown_field"
 
 
