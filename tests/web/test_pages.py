@@ -220,7 +220,8 @@ def test_run_review_shows_hits_misses_evidence_and_coverage(web):
     html = web.get("/runs/lexical-2026").text
     assert ">1 / 2 / 1<" in html   # GO: 1 hit, 2 misses, 1 wrong id
     gene = web.get("/runs/lexical-2026", params={"gene": "FBgn0000463"}).text
-    assert 'class="hitlist"><li><a href="/terms/GO:0003700">' in gene
+    assert ('class="hitlist"><li><a href="/terms/GO:0003700">GO:0003700</a> DNA-binding transcription factor '
+            'activity</li>') in gene
     assert "GO:0043226" in gene and "GO:0000000" in gene
     assert 'href="/papers/PMC100001?evidence=Loss+of+Dl' in gene
     assert "reason-read" in gene and "reason-surfaced_not_read" in gene and "reason-never_surfaced" in gene
