@@ -350,3 +350,11 @@ def test_sign_out_needs_csrf_and_clears_the_cookie(secured):
 def test_templates_and_static_ship_with_the_package():
     root = Path(__file__).parents[2] / "search" / "web"
     assert (root / "templates" / "base.html").exists() and (root / "static" / "workbench.js").exists()
+
+
+def test_serve_banner_names_the_workbench(site):
+    from search.cli.main import serve_banner
+
+    settings, _ = site
+    text = serve_banner(settings, "127.0.0.1", 8270, 1, False)
+    assert "workbench: http://127.0.0.1:8270/ (search, papers, terms, sessions, runs)" in text
