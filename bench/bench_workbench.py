@@ -3,7 +3,8 @@ the same query, on one generated corpus (default 2,000 papers), and the page wei
 
 Requests are driven straight into the ASGI app in this process (no client, no socket), so the CPU measured is the
 server's: routing, the service call, rendering or serialising. Per query, one warm-up call each, then ``--rounds``
-rounds of the four requests interleaved (JSON search, search page, JSON paper, paper page), CPU (``process_time``:
+rounds of the five requests interleaved (JSON search, search page, JSON paper, paper page with the query and gene
+marked, paper page unmarked), CPU (``process_time``:
 every thread of the process) and wall per request; medians per route, and the page/JSON ratio of the medians.
 
     .venv/bin/python bench/bench_workbench.py --papers 2000 --work bench-work/workbench
@@ -21,13 +22,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from bench.common import machine, markdown_table, write_json
-from indexer.pipeline import index_corpus
-from indexer.synthetic import SyntheticConfig, bundled_genes, write_corpus
-from search.api.app import create_app
-from search.core.config import Settings
-from search.text.lexicon import Lexicon
-from search.web import STATIC, static_file
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine, markdown_table, write_json  # noqa: E402
+from indexer.pipeline import index_corpus  # noqa: E402
+from indexer.synthetic import SyntheticConfig, bundled_genes, write_corpus  # noqa: E402
+from search.api.app import create_app  # noqa: E402
+from search.core.config import Settings  # noqa: E402
+from search.text.lexicon import Lexicon  # noqa: E402
+from search.web import STATIC, static_file  # noqa: E402
 
 #: the queries: gene symbols of the generated corpus, a gene with words, and plain words
 WORD_QUERIES = ["wing disc development", "expression in the embryo", "mutant phenotype", "signalling pathway"]
@@ -82,7 +85,8 @@ def routes(q: str, gene: str | None, pmcid: str) -> dict[str, tuple[str, str, di
     return {"search_json": ("POST", "/v1/papers/search", None, body),
             "search_page": ("GET", "/", page, None),
             "paper_json": ("GET", f"/v1/papers/{pmcid}", None, None),
-            "paper_page": ("GET", f"/papers/{pmcid}", page, None)}
+            "paper_page": ("GET", f"/papers/{pmcid}", page, None),
+            "paper_page_plain": ("GET", f"/papers/{pmcid}", None, None)}
 
 
 async def measure(app: Any, queries: list[tuple[str, str | None]], rounds: int) -> dict[str, Any]:
@@ -128,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     res = asyncio.run(measure(app, queries, args.rounds))
     assets = sum(len(static_file(n)) for n in STATIC)
     ratio = {"search": res["search_page"]["cpu_ms_median"] / res["search_json"]["cpu_ms_median"],
-             "paper": res["paper_page"]["cpu_ms_median"] / res["paper_json"]["cpu_ms_median"]}
+             "paper": res["paper_page"]["cpu_ms_median"] / res["paper_json"]["cpu_ms_median"],
+             "paper_plain": res["paper_page_plain"]["cpu_ms_median"] / res["paper_json"]["cpu_ms_median"]}
     weight = {"assets_bytes": assets, "search_page_max": res["search_page"]["bytes_max"] + assets,
               "paper_page_max": res["paper_page"]["bytes_max"] + assets}
     out = {"papers": args.papers, "words": args.words, "rounds": args.rounds, "queries": len(queries),
@@ -137,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [[name, f"{r['cpu_ms_median']:.2f}", f"{r['wall_ms_median']:.2f}", r["calls"], f"{r['bytes_max']:,}"]
             for name, r in res.items()]
     print(markdown_table(["route", "CPU ms (median)", "wall ms (median)", "calls", "largest answer (bytes)"], rows))
-    print(f"\npage/JSON CPU: search {ratio['search']:.2f}x, paper {ratio['paper']:.2f}x; page weight with CSS+JS "
+    print(f"\npage/JSON CPU: search {ratio['search']:.2f}x, paper {ratio['paper']:.2f}x (marked), "
+          f"{ratio['paper_plain']:.2f}x (unmarked); page weight with CSS+JS "
           f"({assets:,} bytes): search ≤ {weight['search_page_max']:,} bytes, paper ≤ {weight['paper_page_max']:,}")
     return 0
 

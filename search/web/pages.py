@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,21 +358,40 @@ class Sec:
     paras: list[Para]
 
 
-def _marker(ctx: Ctx, form: SearchForm) -> Callable[[str], Any]:
-    """A function that marks a text: query words as ``q``, the gene's names as ``g``, as the planner reads them."""
+def _marker(ctx: Ctx, form: SearchForm) -> Callable[[list[str]], list[Any]]:
+    """A function that marks texts: query words as ``q``, the gene's names as ``g``, where the planner's clauses
+    match (``search.text.snippets.Highlighter``, as the engines' snippets). The texts are highlighted as one, joined by
+    blank lines (no token spans whitespace): two passes per page, not two per passage."""
     from search.web.render import mark
 
     if not form.q and not form.gene:
-        return lambda text: mark(text)
+        return lambda texts: [mark(t) for t in texts]
     expansions = _expansions(ctx, form)
     query = ctx.search.build_query(form.q or form.gene, None, expansions, foldable=ctx.sessions.fold_set())
-    words = Highlighter([c for c in query.clauses if not c.name], stem)
-    genes = Highlighter(query.named(), stem) if query.named() else None
+    names = {c.text for c in query.named()}   # a query word that is one of the gene's names is marked as a name
+    words = Highlighter([c for c in query.clauses if not c.name and c.text not in names], stem)
+    genes = Highlighter(query.named(), stem) if names else None
 
-    def marked(text: str) -> Any:
-        g = [(s, e, "g") for s, e in genes.spans(text)] if genes else []
-        taken = {i for s, e, _ in g for i in range(s, e)}
-        return mark(text, [(s, e) for s, e in words.spans(text) if not taken & set(range(s, e))], "q", g)
+    def marked(texts: list[str]) -> list[Any]:
+        whole = "\n\n".join(texts)
+        g = genes.spans(whole) if genes else []
+        starts = [s for s, _ in g]
+
+        def free(s: int, e: int) -> bool:   # not in the gene span starting last before e (mark() merges the rest)
+            i = bisect_left(starts, e) - 1
+            return i < 0 or g[i][1] <= s
+
+        spans = sorted([(s, e, "g") for s, e in g] + [(s, e, "q") for s, e in words.spans(whole) if free(s, e)])
+        out, start, i = [], 0, 0
+        for t in texts:
+            end = start + len(t)
+            mine = []
+            while i < len(spans) and spans[i][0] < end:
+                mine.append((spans[i][0] - start, spans[i][1] - start, spans[i][2]))
+                i += 1
+            out.append(mark(t, more=mine))
+            start = end + 2
+        return out
 
     return marked
 
@@ -402,6 +422,8 @@ def paper_view(ctx: Ctx, pmcid: str, form: SearchForm, evidence: str) -> dict[st
     by_section: dict[int, list[Passage]] = {}
     for p in passages:
         by_section.setdefault(p.section_index, []).append(p)
+    title_html, *marks = marked([paper.title, *(p.text for p in passages)])
+    html_of = {p.id: m for p, m in zip(passages, marks, strict=True)}
     sections: list[Sec] = []
     for si, ps in sorted(by_section.items()):
         if si == 0:
@@ -410,9 +432,9 @@ def paper_view(ctx: Ctx, pmcid: str, form: SearchForm, evidence: str) -> dict[st
             sec = paper.sections[si - 1]
             heading, typ = sec.title or sec.type.title(), sec.type
         sections.append(Sec(anchor=f"s{si}", heading=heading, type=typ,
-                            paras=[Para(p, marked(p.text), evidence=p.id == hit) for p in ps]))
+                            paras=[Para(p, html_of[p.id], evidence=p.id == hit) for p in ps]))
     return {"paper": paper, "sections": sections, "evidence_passage": hit, "query_error": query_error,
-            "title_html": marked(paper.title)}
+            "title_html": title_html}
 
 
 async def paper_page(ctx: Ctx) -> Response:
