@@ -115,6 +115,20 @@ async def measure(app: Any, queries: list[tuple[str, str | None]], rounds: int) 
                    "bytes_max": max(sizes[name]), "bytes_median": statistics.median(sizes[name])} for name in cpu}
 
 
+async def paper_weights(data_dir: Path, query: str) -> dict[str, Any]:
+    """Every paper page of an existing index (e.g. CRAFT's), unmarked and with ``query`` marked: the largest."""
+    app = create_app(Settings(data_dir=data_dir))
+    pmcids = sorted({p.pmcid for p, _ in app.state.search.engine().scan_passages()})
+    sizes = []
+    for pmcid in pmcids:
+        plain = await call(app, "GET", f"/papers/{pmcid}")
+        marked = await call(app, "GET", f"/papers/{pmcid}", {"q": query})
+        sizes.append((max(len(plain[1]), len(marked[1])), pmcid))
+    size, pmcid = max(sizes)
+    return {"data_dir": str(data_dir), "papers": len(pmcids), "query": query, "largest_page_bytes": size,
+            "largest_paper": pmcid, "median_page_bytes": statistics.median(s for s, _ in sizes)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--papers", type=int, default=2000)
@@ -122,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--work", type=Path, default=Path("bench-work/workbench"))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--weight-data-dir", type=Path, default=None,
+                    help="also render every paper page of this existing index (e.g. CRAFT's) and report the largest")
+    ap.add_argument("--weight-query", default="cell", help="the words marked in those pages")
     args = ap.parse_args(argv)
     settings = prepare(args.work, args.papers, args.words)
     app = create_app(settings)
@@ -136,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
              "paper_plain": res["paper_page_plain"]["cpu_ms_median"] / res["paper_json"]["cpu_ms_median"]}
     weight = {"assets_bytes": assets, "search_page_max": res["search_page"]["bytes_max"] + assets,
               "paper_page_max": res["paper_page"]["bytes_max"] + assets}
+    if args.weight_data_dir is not None:
+        weight["index"] = asyncio.run(paper_weights(args.weight_data_dir, args.weight_query))
     out = {"papers": args.papers, "words": args.words, "rounds": args.rounds, "queries": len(queries),
            "routes": res, "cpu_ratio_page_to_json": ratio, "page_weight": weight, "machine": machine()}
     write_json(args.out or args.work / "results.json", out)
@@ -145,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\npage/JSON CPU: search {ratio['search']:.2f}x, paper {ratio['paper']:.2f}x (marked), "
           f"{ratio['paper_plain']:.2f}x (unmarked); page weight with CSS+JS "
           f"({assets:,} bytes): search ≤ {weight['search_page_max']:,} bytes, paper ≤ {weight['paper_page_max']:,}")
+    if "index" in weight:
+        w = weight["index"]
+        print(f"{w['data_dir']}: {w['papers']} paper pages, the largest {w['largest_page_bytes'] + assets:,} bytes "
+              f"with "
+              f"CSS+JS ({w['largest_paper']}, {w['query']!r} marked), median {w['median_page_bytes'] + assets:,.0f}")
     return 0
 
 
