@@ -9,6 +9,7 @@ would answer (a query error is shown next to the search box instead).
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from bisect import bisect_left
@@ -49,6 +50,8 @@ from search.web.security import (
     principal_of,
     safe_next,
 )
+
+log = logging.getLogger("flysift.web")
 
 PAGE_SIZES = (10, 20, 50)
 POLICIES = ("none", "snapshot", "full")
@@ -195,6 +198,10 @@ def page(handler: Handler, public: bool = False) -> Callable[[Request], Awaitabl
             return await handler(ctx)
         except FlysiftError as exc:
             return ctx.error(exc)
+        except Exception as exc:   # a bug: the log has the traceback, the person a page that says so
+            log.exception("page %s failed", request.url.path)
+            return ctx.error(FlysiftError(f"Internal error ({type(exc).__name__}); the service log has details.",
+                                          code="internal_error", status=500))
 
     endpoint.__name__ = handler.__name__
     return endpoint

@@ -358,3 +358,15 @@ def test_serve_banner_names_the_workbench(site):
     settings, _ = site
     text = serve_banner(settings, "127.0.0.1", 8270, 1, False)
     assert "workbench: http://127.0.0.1:8270/ (search, papers, terms, sessions, runs)" in text
+
+
+def test_a_bug_is_an_html_500_page_without_its_traceback(web, monkeypatch):
+    from search.web import pages
+
+    def broken(ctx, form):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(pages, "run_search", broken)
+    r = web.get("/", params={"q": "Dl"})
+    assert r.status_code == 500 and "text/html" in r.headers["content-type"]
+    assert "internal_error" in r.text and "RuntimeError" in r.text and "secret internals" not in r.text
