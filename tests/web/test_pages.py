@@ -144,6 +144,14 @@ def test_term_search_and_term_page_link_parents_and_children(web, site):
     assert web.get("/terms/GO:9999999").status_code == 404
 
 
+def test_term_page_shows_obsolete_replacements_alt_ids_and_synonym_scopes(web):
+    page = web.get("/terms/GO:0000005").text
+    assert "Obsolete." in page and 'href="/terms/GO:0003700"' in page and 'href="/terms/GO:0140110"' in page
+    assert "ribosomal chaperone <span class=\"badge\">exact</span>" in page
+    alt = web.get("/terms/GO:0042051").text
+    assert "is an alternative id of" in alt
+
+
 # ---- security headers and static files -------------------------------------------------------------------------------
 
 def test_security_headers_and_static_files(web):
