@@ -16,17 +16,18 @@ from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, quote
 
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from search.core.errors import FlysiftError, InvalidRequest, LimitExceeded, NotFound
+from search.core.errors import FlysiftError, InvalidRequest, LimitExceeded
 from search.core.models import ABSTRACT, SECTION_TYPES, Paper, Passage
 from search.core.query import Filters
 from search.flyaoc.groundtruth import GeneRecord, load_ground_truth
-from search.ontology.service import TermService
+from search.ontology.service import TermRef, TermService
 from search.retrieval.cursors import load_secret
 from search.retrieval.service import SearchService
 from search.sessions.keys import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
@@ -63,7 +64,7 @@ TRACE_PAGE = 500
 SESSIONS_PAGE = 50
 #: returned ids listed per trace event (the rest are counted)
 IDS_SHOWN = 20
-#: failed sign-ins are limited per client address in this bucket
+#: sign-in attempts are rate-limited per client address in this bucket (besides each key's own limit)
 SIGNIN_BUCKET = "signin:"
 TERM_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*:[A-Za-z0-9_.-]{1,60}")
 PASSAGE_ID = re.compile(r"(.+):(\d+):(\d+)(?:\.(\d+))?")
@@ -113,7 +114,6 @@ class Ctx:
     csrf_cookie: str
     new_csrf: bool
     signer: Signer
-    extra_cookies: list[tuple[str, str, int]] = field(default_factory=list)
 
     @property
     def app(self) -> Any:
@@ -208,15 +208,11 @@ def page(handler: Handler, public: bool = False) -> Callable[[Request], Awaitabl
 
 
 def _quote(value: str) -> str:
-    from urllib.parse import quote
-
     return quote(value, safe="")
 
 
 async def _form(request: Request) -> dict[str, str]:
     """A small urlencoded form (sign-in, sign-out, close): bounded, single values, text only."""
-    from urllib.parse import parse_qsl
-
     ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if not ctype and request.headers.get("content-length", "0") == "0":
         return {}   # an empty form: the CSRF check refuses it
@@ -493,9 +489,7 @@ def term_view(ctx: Ctx, term_id: str, collection: str) -> dict[str, Any]:
             "mention_query": mention_query}
 
 
-def _ref(term_id: str) -> Any:
-    from search.ontology.service import TermRef
-
+def _ref(term_id: str) -> TermRef:
     return TermRef(id=term_id, name="")
 
 
@@ -711,7 +705,3 @@ async def signout(ctx: Ctx) -> Response:
     resp = RedirectResponse("/signin" if ctx.app.state.settings.auth else "/", status_code=303, headers=HEADERS)
     resp.delete_cookie(AUTH_COOKIE, path="/")
     return resp
-
-
-def not_found(what: str) -> NotFound:
-    return NotFound(f"{what} not found.")
