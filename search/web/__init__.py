@@ -46,6 +46,7 @@ def install(app) -> None:
     routes = [
         ("/", p.page(p.search_page), get),
         ("/papers/{pmcid}", p.page(p.paper_page), get),
+        ("/papers/{pmcid}/supplements/{file}", p.page(p.supplement_page), get),
         ("/terms", p.page(p.terms_page), get),
         ("/terms/{term_id}", p.page(p.term_page), get),
         ("/sessions", p.page(p.sessions_page), get),

@@ -68,6 +68,8 @@ IDS_SHOWN = 20
 SIGNIN_BUCKET = "signin:"
 TERM_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*:[A-Za-z0-9_.-]{1,60}")
 PASSAGE_ID = re.compile(r"(.+):(\d+):(\d+)(?:\.(\d+))?")
+#: a supplement passage's id: ``PMCID:S<file>.<part>:<chunk>`` (``search.core.supplements.passage_id``)
+SUPPLEMENT_ID = re.compile(r"(.+):S(\d+)\.(\d+):(\d+)")
 
 
 # ---- parameters ---------------------------------------------------------------------------------------------------
@@ -451,6 +453,38 @@ async def paper_page(ctx: Ctx) -> Response:
     return ctx.page("paper.html", form=form, evidence=evidence, **view, title=view["paper"].title or pmcid)
 
 
+#: rows of a supplementary file's part shown per page
+SUPPLEMENT_ROWS = 100
+
+
+def supplement_view(ctx: Ctx, pmcid: str, file: str, part: str | None, start: int | None, form: SearchForm
+                    ) -> dict[str, Any]:
+    """A page of one part of a supplementary file (``SearchService.read_supplement``), query words marked."""
+    page = ctx.search.read_supplement(pmcid, file, part=part or None, start=start, limit=SUPPLEMENT_ROWS,
+                                      collection=form.collection)
+    try:
+        marked = _marker(ctx, form)
+    except FlysiftError:
+        marked = _marker(ctx, SearchForm(collection=form.collection))
+    cells = [c for row in page.rows for c in row.cells]
+    html = iter(marked(cells))
+    rows = [(row.n, [next(html) for _ in row.cells]) for row in page.rows]
+    return {"read": page, "rows": rows}
+
+
+async def supplement_page(ctx: Ctx) -> Response:
+    s = ctx.app.state.settings
+    pmcid, file = ctx.request.path_params["pmcid"], ctx.request.path_params["file"]
+    if len(pmcid) > 256 or len(file) > 300:
+        raise InvalidRequest("pmcid or file: too long.", details={"field": "file"})
+    form = read_search_form(ctx.request, s.max_query_chars, s.max_offset)
+    part = _param(ctx.request, "part", 300)
+    start = _int(ctx.request, "start", 0, 2**31)
+    view = await run_in_threadpool(supplement_view, ctx, pmcid, file, part, start, form)
+    f = view["read"].file
+    return ctx.page("supplement.html", form=form, **view, title=f"{f.label or f.name} – {view['read'].pmcid}")
+
+
 # ---- terms --------------------------------------------------------------------------------------------------------
 
 async def terms_page(ctx: Ctx) -> Response:
@@ -529,6 +563,9 @@ class Event:
 
 
 def _link_for(returned: str) -> str:
+    supp = SUPPLEMENT_ID.fullmatch(returned)
+    if supp:
+        return f"/papers/{_quote(supp.group(1))}/supplements/{supp.group(2)}?part={supp.group(3)}"
     m = PASSAGE_ID.fullmatch(returned)
     if returned.startswith("PMC") and m:
         return f"/papers/{_quote(m.group(1))}#{_quote(returned)}"

@@ -69,11 +69,18 @@ def number(value: float | int | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def supplement_link(pmcid: str, place: Any, q: str = "", gene: str = "") -> str:
+    """The supplement page of a place in a file (``search.core.supplements.SupplementPlace``): its file, its part and
+    its first row, with the words to mark."""
+    return link(f"/papers/{quote(pmcid, safe=':')}/supplements/{place.file_index}", part=place.part,
+                start=place.first or None, q=q, gene=gene)
+
+
 @cache
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("search.web", "templates"), autoescape=select_autoescape(default=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
-    env.globals.update(link=link, path_part=path_part)
+    env.globals.update(link=link, path_part=path_part, supplement_link=supplement_link)
     env.filters.update(mark=mark, when=when, number=number, path_part=path_part)
     return env
 

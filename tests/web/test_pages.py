@@ -378,3 +378,13 @@ def test_a_bug_is_an_html_500_page_without_its_traceback(web, monkeypatch):
     r = web.get("/", params={"q": "Dl"})
     assert r.status_code == 500 and "text/html" in r.headers["content-type"]
     assert "internal_error" in r.text and "RuntimeError" in r.text and "secret internals" not in r.text
+
+
+def test_timeline_links_name_papers_passages_supplements_and_terms():
+    from search.web.pages import _link_for
+
+    assert _link_for("PMC1") == "/papers/PMC1"
+    assert _link_for("PMC1:2:0.1") == "/papers/PMC1#PMC1%3A2%3A0.1"
+    assert _link_for("PMC1:S2.0:3") == "/papers/PMC1/supplements/2?part=0"
+    assert _link_for("GO:0007219") == "/terms/GO%3A0007219"
+    assert _link_for("something else") == ""
