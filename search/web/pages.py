@@ -693,7 +693,8 @@ def run_view(ctx: Ctx, name: str, gene: str) -> dict[str, Any]:
     chosen = next((r for r in rows if r["g"].gene_id == gene), None)
     if gene and chosen is None:
         run.gene(gene)   # 404 gene_not_in_run
-    ids = [i for c in chosen["compare"] for i in (*c.hits, *c.misses, *c.wrong)] if chosen else []
+    ids = [i for c in chosen["compare"] if c.task != "synonyms" for i in (*c.hits, *c.misses, *c.wrong)] \
+        if chosen else []
     return {"run": run, "rows": rows, "chosen": chosen, "has_truth": truth is not None,
             "term_names": _term_names(ctx, None, list(dict.fromkeys(ids)))}
 

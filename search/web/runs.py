@@ -17,7 +17,7 @@ from typing import Any
 
 from search.core.errors import NotFound
 from search.flyaoc.groundtruth import GeneRecord
-from search.flyaoc.predictions import GenePrediction, parse_prediction
+from search.flyaoc.predictions import GenePrediction, normalize_synonym, parse_prediction
 from search.sessions.models import TraceEvent
 
 #: run and gene names a listing shows (anything else in the root is ignored)
@@ -176,13 +176,16 @@ class Comparison:
 
 
 def compare(pred: GenePrediction, truth: GeneRecord | None) -> list[Comparison]:
-    """Exact-id comparison per task (FlyAOC's scored sets: in-corpus GO and anatomy ids); the evaluator
-    (``flysift eval``) gives the scores with semantic credit."""
+    """Exact comparison per task of FlyAOC's scored sets: in-corpus GO and anatomy ids, and in-corpus synonyms as
+    FlyAOC normalises them (``normalize_synonym``); the evaluator (``flysift eval``) gives the scores, with semantic
+    credit for terms."""
     if truth is None:
         return []
     out = []
+    synonyms = [normalize_synonym(e.synonym) for e in (*truth.fullname_synonyms, *truth.symbol_synonyms) if e.in_corpus]
     for task, rows in (("go", [r.go_id for r in truth.go if r.in_corpus]),
-                       ("anatomy", [r.anatomy_id for r in truth.expression if r.in_corpus and r.anatomy_id])):
+                       ("anatomy", [r.anatomy_id for r in truth.expression if r.in_corpus and r.anatomy_id]),
+                       ("synonyms", synonyms)):
         want = list(dict.fromkeys(rows))
         got = pred.lists.get(task, [])
         out.append(Comparison(task=task, hits=[i for i in got if i in want], misses=[i for i in want if i not in got],

@@ -124,11 +124,12 @@ def test_session_timeline_shows_the_budget_refusal(page, served, shots):
 
 def test_run_review_shows_hits_and_misses(page, served, shots):
     page.goto(served["url"] + "/runs/lexical-2026?gene=FBgn0000463#gene")
-    def ids(kind: str) -> set[str]:
-        return {t.split()[0] for t in page.locator(f".{kind} li").all_inner_texts()}
+    def ids(kind: str) -> set[str]:   # the GO lists (the first comparison)
+        return {t.split()[0] for t in page.locator(".cmp-lists").first.locator(f".{kind} li").all_inner_texts()}
 
     assert ids("hitlist") == {"GO:0003700"} and ids("wronglist") == {"GO:0000000"}
     assert ids("misslist") == {"GO:0043226", "GO:0005622"}
+    assert page.locator(".cmp-lists").nth(1).locator(".hitlist li").all_inner_texts() == ["delta ligand"]
     page.screenshot(path=str(shots / "run.png"), full_page=True)
     page.locator('a[href^="/papers/PMC100001?evidence="]').first.click()
     page.wait_for_url("**/papers/PMC100001?evidence=*")

@@ -227,10 +227,13 @@ def test_run_review_shows_hits_misses_evidence_and_coverage(web):
     assert 'href="/runs/lexical-2026"' in listing and "not-a-run" not in listing
     html = web.get("/runs/lexical-2026").text
     assert ">1 / 2 / 1<" in html   # GO: 1 hit, 2 misses, 1 wrong id
+    assert ">1 / 1 / 1<" in html   # synonyms: delta ligand found, dl-1 missed, notch ligand wrong (DL2: not in corpus)
     gene = web.get("/runs/lexical-2026", params={"gene": "FBgn0000463"}).text
     assert ('class="hitlist"><li><a href="/terms/GO:0003700">GO:0003700</a> DNA-binding transcription factor '
             'activity</li>') in gene
     assert "GO:0043226" in gene and "GO:0000000" in gene
+    assert "<li>delta ligand</li>" in gene and "<li>dl-1</li>" in gene and "<li>notch ligand</li>" in gene
+    assert "dl2" not in gene
     assert 'href="/papers/PMC100001?evidence=Loss+of+Dl' in gene
     assert "reason-read" in gene and "reason-surfaced_not_read" in gene and "reason-never_surfaced" in gene
 

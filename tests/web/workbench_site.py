@@ -32,8 +32,10 @@ def ground_truth_line(gene_id: str, go: list[tuple[str, str | None]]) -> str:
     rows = [{"go_id": g, "qualifier": "involved_in", "is_negated": False, "aspect": "P", "evidence_code": "IDA",
              "reference": "PMID:1", "in_corpus": pmcid is not None, "pmcid": pmcid} for g, pmcid in go]
     return json.dumps({"gene_id": gene_id, "gene_symbol": "Dl", "task1_function": rows, "task2_expression": [],
-                       "task3_synonyms": {"current_fullname": "Delta", "fullname_synonyms": [],
-                                          "symbol_synonyms": []}})
+                       "task3_synonyms": {"current_fullname": "Delta",
+                                          "fullname_synonyms": [{"synonym": "Delta ligand", "in_corpus": True}],
+                                          "symbol_synonyms": [{"synonym": "Dl-1", "in_corpus": True},
+                                                              {"synonym": "DL2", "in_corpus": False}]}})
 
 
 def build_site(root: Path, go_ids: list[str]) -> Settings:
@@ -54,7 +56,8 @@ def build_site(root: Path, go_ids: list[str]) -> Settings:
                   {"go_id": go_ids[0], "qualifier": "involved_in", "aspect": "P", "is_negated": False,
                    "evidence": {"pmcid": "PMC100001", "text": "Loss of Dl abolishes E(spl)m8-HLH expression"}},
                   {"go_id": "GO:0000000", "qualifier": "involved_in", "aspect": "P", "is_negated": False}],
-              "task2_expression": [], "task3_synonyms": {"fullname_synonyms": [], "symbol_synonyms": []}}
+              "task2_expression": [], "task3_synonyms": {"fullname_synonyms": ["delta ligand"],
+                                                         "symbol_synonyms": ["Notch ligand"]}}
     (run / "predictions" / f"{DL.id}.json").write_text(json.dumps(
         {"output": output, "usage": {"papers_read": 1, "turns": 3, "input_tokens": 1200, "output_tokens": 300,
                                      "cost_usd": 0.0}, "error": None, "gene_symbol": "Dl"}))
