@@ -695,7 +695,9 @@ def run_view(ctx: Ctx, name: str, gene: str) -> dict[str, Any]:
         run.gene(gene)   # 404 gene_not_in_run
     ids = [i for c in chosen["compare"] if c.task != "synonyms" for i in (*c.hits, *c.misses, *c.wrong)] \
         if chosen else []
-    return {"run": run, "rows": rows, "chosen": chosen, "has_truth": truth is not None,
+    tasks = [t for t in ("go", "anatomy", "synonyms")   # a task no gene predicts or expects is left out
+             if any(c.task == t and (c.hits or c.misses or c.wrong) for r in rows for c in r["compare"])]
+    return {"run": run, "rows": rows, "chosen": chosen, "has_truth": truth is not None, "tasks": tasks,
             "term_names": _term_names(ctx, None, list(dict.fromkeys(ids)))}
 
 

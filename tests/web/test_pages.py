@@ -391,3 +391,9 @@ def test_timeline_links_name_papers_passages_supplements_and_terms():
     assert _link_for("PMC1:S2.0:3") == "/papers/PMC1/supplements/2?part=0"
     assert _link_for("GO:0007219") == "/terms/GO%3A0007219"
     assert _link_for("something else") == ""
+
+
+def test_run_review_leaves_out_tasks_nobody_predicts_or_expects(web):
+    html = web.get("/runs/lexical-2026").text
+    assert "GO hit / miss / wrong" in html and "Synonyms hit / miss / wrong" in html
+    assert "Anatomy hit / miss / wrong" not in html   # no expression predicted, none in the ground truth
