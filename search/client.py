@@ -114,8 +114,9 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 def _transport_error(base_url: str, exc: httpx.TransportError) -> Unavailable:
     code = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
-    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); "
-                             "check that the service runs and the URL is right, then retry.", status=None)
+    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); start "
+                             "the service (`flysift serve --data-dir DATA --port PORT`) or point --url / FLYSIFT_URL "
+                             "at a running one, then retry.", status=None)
 
 
 _T = TypeVar("_T")
@@ -174,6 +175,13 @@ def _terms_models():
     from search.ontology import service as terms
 
     return terms
+
+
+def _api_models():
+    """The API's own response models; imported when first needed."""
+    from search.api import models
+
+    return models
 
 
 class _Endpoints:
@@ -394,6 +402,24 @@ class _Endpoints:
                                    lambda b: _terms_models().TermLabelPage.model_validate(b),
                                    params=_params(limit=limit, cursor=cursor, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
+
+    def recognise_terms(self, texts: Iterable[str], ontologies: Iterable[str] | None = None,
+                        task: Literal["go", "expression"] | None = None,
+                        molecular_function: Literal["activity", "all"] | None = None,
+                        hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
+        """Ontology terms in the texts of one document (``search.api.models.RecogniseResponse``: per text, its
+        mentions with term id, ontology, span, matched text, what matched and the sentence). ``task`` (``go`` or
+        ``expression``) or the order of ``ontologies`` decides between same-named terms."""
+        body: dict[str, Any] = {"texts": list(texts)}
+        if ontologies is not None:
+            body["ontologies"] = list(ontologies)
+        if task is not None:
+            body["task"] = task
+        if molecular_function is not None:
+            body["molecular_function"] = molecular_function
+        return self._send(_Request("POST", "/v1/terms/recognise",
+                                   lambda b: _api_models().RecogniseResponse.model_validate(b), json=body,
+                                   params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def flyaoc_search_terms(self, ontology: Literal["go", "fbbt", "fbdv"], query: str, aspect: str | None = None,
                             limit: int = 10, hidden: str | Iterable[str] | None = None,

@@ -39,6 +39,7 @@ MIN_PAPER_CHARS = 1_000
 MAX_SEARCH_LIMIT = 50
 MAX_PASSAGE_LIMIT = 30
 MAX_TERM_LIMIT = 50
+MAX_FIND_TERMS_CHARS = 20_000
 MAX_SUPPLEMENT_ROWS = 200
 ABSTRACT_CHARS = 500
 SECTION_NAMES = (ABSTRACT, *SECTION_TYPES)
@@ -242,6 +243,27 @@ class SessionTools:
 
         return await self._call(work)
 
+    async def find_terms(
+        self,
+        text: Annotated[str, Field(description=f"A passage or quote, at most {MAX_FIND_TERMS_CHARS} characters")],
+        task: Annotated[Literal["go", "expression"], Field(description="go: GO terms; expression: anatomy (FBbt) "
+                                                                       "and stage (FBdv) terms")] = "go",
+    ) -> str:
+        """Ontology terms named in a text (dictionary recognition: names, synonyms, word forms, abbreviations the
+        text defines): [{term_id, name, aspect, text, start, end, via}] in text order, to turn a quote into ids.
+        A molecular function is reported only where the text states an activity. Free; hidden terms are left out."""
+        if len(text) > MAX_FIND_TERMS_CHARS:
+            return error(f"text is {len(text)} characters; at most {MAX_FIND_TERMS_CHARS}: send one passage.",
+                         "invalid_request")
+
+        async def work() -> str:
+            res = await awaited(self.api.recognise_terms([text], task=task))   # the session hides its terms
+            keep = {"go": ("go",), "expression": ("fbbt", "fbdv")}[task]
+            return fit([{"term_id": m.term_id, "name": m.name, "aspect": m.aspect, "text": m.text, "start": m.start,
+                         "end": m.end, "via": m.via} for m in res.mentions[0] if m.ontology in keep])
+
+        return await self._call(work)
+
     async def register_gene_name(
         self,
         names: Annotated[list[str] | str, Field(description="Names of the session's gene found in papers "
@@ -336,7 +358,8 @@ class SessionTools:
     SUPPLEMENT_TOOLS = ("list_supplements", "read_supplement")
 
     TOOLS = ("search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",
-             "get_term_children", "submit_annotations", "search_passages", "register_gene_name", "get_budget")
+             "get_term_children", "submit_annotations", "search_passages", "find_terms", "register_gene_name",
+             "get_budget")
 
 
 def instructions(session: Session) -> str:
