@@ -1,10 +1,12 @@
 """Curation run directories for the run review pages: found by name under ``FLYSIFT_RUNS_DIR``, read within bounds.
 
 A run directory is what ``flysift curate batch`` writes (``curation/runs.py``): ``run.json``, ``summary.json``,
-``predictions/<gene>.json`` (FlyAOC run records), ``traces/<gene>.json`` (``{"session_id", "events"}``). A request
-names a run and a gene; both are **looked up** in listings of the configured root and of the run's directories,
-never joined into a path, so ``..``, absolute paths and symbolic links out of the root name nothing. Files are read
-with a size bound, and a file that does not parse is reported on the page, never a 500.
+``predictions/<gene>.json`` (FlyAOC run records), ``traces/<gene>.json`` (``{"session_id", "events"}``), and the
+report of ``flysift coverage --run-dir RUN --out RUN/coverage`` when one was written there (``coverage.json``, at the
+top or in ``coverage/``). A request names a run and a gene; both are **looked up** in listings of the configured
+root and of the run's directories, never joined into a path, so ``..``, absolute paths and symbolic links out of the
+root name nothing. Files are read with a size bound, and a file that does not parse is reported on the page, never a
+500.
 """
 
 from __future__ import annotations
@@ -112,6 +114,70 @@ class GeneRun:
         return out if isinstance(out, dict) else {}
 
 
+#: the largest coverage report read
+MAX_REPORT_BYTES = 50_000_000
+
+
+@dataclass
+class Reference:
+    """One cited paper of a gene with the reason ``flysift coverage`` gave for it."""
+
+    pmcid: str
+    reason: str
+    title: str | None = None
+    year: int | None = None
+    detail: str = ""
+
+
+@dataclass
+class CoverageReport:
+    """The reasons of ``flysift coverage --run-dir RUN --out RUN/coverage`` (``eval.coverage.run_reasons``: the one
+    home of the rule; this only shows its report): the reason names in order, per gene the counts and the
+    references."""
+
+    reasons: list[str]
+    counts: dict[str, dict[str, int]]
+    references: dict[str, list[Reference]]
+    depth: int | None = None
+    stale: bool = False
+
+
+def _detail(reason: str, d: Any) -> str:
+    """What reached a reference, in words (as ``flysift coverage``'s Markdown writes it)."""
+    if not isinstance(d, dict):
+        return ""
+    if reason == "surfaced_not_read":
+        return f"rank {d.get('rank')} in {d.get('tool')} call #{d.get('call')} ({str(d.get('query', ''))[:200]!r})"
+    if reason == "beyond_budget":
+        return (f"best rank {d.get('best_rank')} ({d.get('from')} query {str(d.get('query', ''))[:200]!r}, policy "
+                f"{d.get('policy')})" + ("; within the budget" if d.get("within_budget") else ""))
+    return ""
+
+
+def read_coverage(data: Any) -> CoverageReport | None:
+    """A coverage report's run part, or None when it does not have the report's shape (it is then not shown)."""
+    run = data.get("run") if isinstance(data, dict) else None
+    if not isinstance(run, dict) or not isinstance(run.get("genes"), dict) or not isinstance(run.get("reasons"), list):
+        return None
+    reasons = [str(r)[:40] for r in run["reasons"] if isinstance(r, str)]
+    counts: dict[str, dict[str, int]] = {}
+    refs: dict[str, list[Reference]] = {}
+    for gid, g in list(run["genes"].items())[:MAX_GENES]:
+        if not isinstance(g, dict) or not isinstance(g.get("references"), list):
+            continue
+        raw = g.get("counts")
+        c: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        counts[str(gid)] = {r: int(c[r]) for r in reasons if isinstance(c.get(r), int) and c[r]}
+        refs[str(gid)] = [Reference(pmcid=str(r["pmcid"])[:256], reason=str(r["reason"])[:40],
+                                    title=str(r["title"])[:1000] if isinstance(r.get("title"), str) else None,
+                                    year=r["year"] if isinstance(r.get("year"), int) else None,
+                                    detail=_detail(str(r["reason"]), r.get("detail")))
+                          for r in g["references"] if isinstance(r, dict)
+                          and isinstance(r.get("pmcid"), str) and isinstance(r.get("reason"), str)]
+    depth = run.get("depth") if isinstance(run.get("depth"), int) else None
+    return CoverageReport(reasons=reasons, counts=counts, references=refs, depth=depth)
+
+
 @dataclass
 class Run:
     name: str
@@ -120,6 +186,7 @@ class Run:
     genes: dict[str, Path]
     traces: dict[str, Path]
     problems: list[str] = field(default_factory=list)
+    coverage: CoverageReport | None = None
 
     def gene(self, gene_id: str) -> GeneRun:
         """One gene's files, looked up in the run's listings (404 ``gene_not_in_run`` otherwise)."""
@@ -161,8 +228,21 @@ def open_run(root: Path | None, name: str) -> Run:
     if len(genes) > MAX_GENES:
         problems.append(f"{len(genes):,} genes; the first {MAX_GENES:,} are shown")
         genes = dict(list(genes.items())[:MAX_GENES])
+    report_file = files.get("coverage.json")
+    if report_file is None and "coverage" in files and files["coverage"].is_dir():
+        report_file = _children(files["coverage"]).get("coverage.json")
+    coverage = None
+    if report_file is not None:
+        data, p3 = _read_json(report_file, MAX_REPORT_BYTES)
+        coverage = read_coverage(data) if p3 is None else None
+        if p3 is not None:
+            problems.append(p3)
+        elif coverage is None:
+            problems.append(f"{report_file.name} is not a report of `flysift coverage --run-dir`; not shown")
+        else:
+            coverage.stale = any(p.stat().st_mtime > report_file.stat().st_mtime for p in genes.values())
     return Run(name=name, info=info if isinstance(info, dict) else {}, summary=summary if isinstance(summary, dict)
-               else {}, genes=genes, traces=traces, problems=problems)
+               else {}, genes=genes, traces=traces, problems=problems, coverage=coverage)
 
 
 @dataclass

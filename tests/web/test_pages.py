@@ -3,6 +3,7 @@ that change state. The real-browser tests are ``test_browser.py``."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -397,3 +398,35 @@ def test_run_review_leaves_out_tasks_nobody_predicts_or_expects(web):
     html = web.get("/runs/lexical-2026").text
     assert "GO hit / miss / wrong" in html and "Synonyms hit / miss / wrong" in html
     assert "Anatomy hit / miss / wrong" not in html   # no expression predicted, none in the ground truth
+
+
+def test_run_review_shows_the_reasons_of_flysift_coverage(web, site):
+    """The report `flysift coverage --run-dir RUN --out RUN/coverage` writes (the one home of the reasons, run here
+    for real against the served index) is shown per gene and per cited paper."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from eval.cli import coverage_cmd
+
+    settings, _ = site
+    run = settings.runs_dir / "covered"
+    shutil.copytree(settings.runs_dir / "lexical-2026", run)
+    res = CliRunner().invoke(coverage_cmd, ["--ground-truth", str(settings.ground_truth), "--run-dir", str(run),
+                                            "--url", str(web.base_url), "--out", str(run / "coverage")])
+    assert res.exit_code == 0, res.output
+    html = web.get("/runs/covered").text
+    assert "Coverage reasons from <code>flysift coverage</code>" in html and "newer than the report" not in html
+    assert "<code>read_and_cited</code> 1" in html
+    gene = web.get("/runs/covered", params={"gene": "FBgn0000463"}).text
+    assert 'class="reason-read_and_cited"><td><a href="/papers/PMC100001">' in gene
+    assert "Delta and Notch signalling in the wing" in gene   # the report's title of the paper
+    assert re.search(r'class="reason-surfaced_not_read"><td><a href="/papers/PMC100003">PMC100003</a></td>\s*'
+                     r'<td>2010</td>[^\n]*rank 2 in search_papers call #1', gene)
+    assert '<code>never_retrieved</code>' in gene
+    later = (run / "coverage" / "coverage.json").stat().st_mtime + 60
+    os.utime(run / "predictions" / "FBgn0000463.json", (later, later))   # a resumed run after the report
+    assert "Some predictions are newer than the report" in web.get("/runs/covered").text
+    (run / "coverage" / "coverage.json").write_text('{"run": {"genes": "<script>"}}')
+    broken = web.get("/runs/covered")
+    assert broken.status_code == 200 and "is not a report of" in broken.text and "<script>\"" not in broken.text
