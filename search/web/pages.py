@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from search.core.errors import FlysiftError, InvalidRequest, LimitExceeded
+from search.core.errors import FlysiftError, InvalidRequest, LimitExceeded, NotFound
 from search.core.models import ABSTRACT, SECTION_TYPES, Paper, Passage
 from search.core.query import Filters
 from search.flyaoc.groundtruth import GeneRecord, load_ground_truth
@@ -363,21 +363,35 @@ class Sec:
     paras: list[Para]
 
 
-def _marker(ctx: Ctx, form: SearchForm) -> Callable[[list[str]], list[Any]]:
+def _term_mentions(ctx: Ctx, texts: list[str]) -> list[list[tuple[int, int, str, str]]]:
+    """Ontology terms named in a paper's texts, by the term recogniser's one home (``POST /v1/terms/recognise``'s work,
+    with its bounds): per text, (start, end, term id, name)."""
+    from search.api.models import RecogniseRequest
+    from search.api.terms import recognise
+    from search.ontology.hidden import hidden_query
+
+    if not ctx.terms.names():
+        raise NotFound("No ontology is indexed, so no term can be marked: run `flysift index ontology`.",
+                       code="ontology_missing")
+    found = recognise(ctx.terms, RecogniseRequest(texts=texts), hidden_query(None, False, None))
+    return [[(m.start, m.end, m.term_id, m.name) for m in ms] for ms in found.mentions]
+
+
+def _marker(ctx: Ctx, form: SearchForm) -> Callable[..., list[Any]]:
     """A function that marks texts: query words as ``q``, the gene's names as ``g``, where the planner's clauses
     match (``search.text.snippets.Highlighter``, as the engines' snippets). The texts are highlighted as one, joined by
     blank lines (no token spans whitespace): two passes per page, not two per passage."""
     from search.web.render import mark
 
     if not form.q and not form.gene:
-        return lambda texts: [mark(t) for t in texts]
+        return lambda texts, terms=None: [mark(t, terms=terms[i] if terms else ()) for i, t in enumerate(texts)]
     expansions = _expansions(ctx, form)
     query = ctx.search.build_query(form.q or form.gene, None, expansions, foldable=ctx.sessions.fold_set())
     names = {c.text for c in query.named()}   # a query word that is one of the gene's names is marked as a name
     words = Highlighter([c for c in query.clauses if not c.name and c.text not in names], stem)
     genes = Highlighter(query.named(), stem) if names else None
 
-    def marked(texts: list[str]) -> list[Any]:
+    def marked(texts: list[str], terms: list[list[tuple[int, int, str, str]]] | None = None) -> list[Any]:
         whole = "\n\n".join(texts)
         g = genes.spans(whole) if genes else []
         starts = [s for s, _ in g]
@@ -387,14 +401,15 @@ def _marker(ctx: Ctx, form: SearchForm) -> Callable[[list[str]], list[Any]]:
             return i < 0 or g[i][1] <= s
 
         spans = sorted([(s, e, "g") for s, e in g] + [(s, e, "q") for s, e in words.spans(whole) if free(s, e)])
-        out, start, i = [], 0, 0
+        out: list[Any] = []
+        start, i = 0, 0
         for t in texts:
             end = start + len(t)
             mine = []
             while i < len(spans) and spans[i][0] < end:
                 mine.append((spans[i][0] - start, spans[i][1] - start, spans[i][2]))
                 i += 1
-            out.append(mark(t, more=mine))
+            out.append(mark(t, more=mine, terms=terms[len(out)] if terms else ()))
             start = end + 2
         return out
 
@@ -405,7 +420,7 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def paper_view(ctx: Ctx, pmcid: str, form: SearchForm, evidence: str) -> dict[str, Any]:
+def paper_view(ctx: Ctx, pmcid: str, form: SearchForm, evidence: str, mark_terms: bool = False) -> dict[str, Any]:
     paper: Paper = ctx.search.get_paper(pmcid, form.collection)
     query_error = None
     try:
@@ -427,7 +442,15 @@ def paper_view(ctx: Ctx, pmcid: str, form: SearchForm, evidence: str) -> dict[st
     by_section: dict[int, list[Passage]] = {}
     for p in passages:
         by_section.setdefault(p.section_index, []).append(p)
-    title_html, *marks = marked([paper.title, *(p.text for p in passages)])
+    texts = [paper.title, *(p.text for p in passages)]
+    title_html, *marks = marked(texts)
+    terms_error = None
+    if mark_terms:
+        try:
+            mentions = _term_mentions(ctx, texts)
+            title_html, *marks = marked(texts, mentions)
+        except FlysiftError as exc:
+            terms_error = exc
     html_of = {p.id: m for p, m in zip(passages, marks, strict=True)}
     sections: list[Sec] = []
     for si, ps in sorted(by_section.items()):
@@ -439,7 +462,7 @@ def paper_view(ctx: Ctx, pmcid: str, form: SearchForm, evidence: str) -> dict[st
         sections.append(Sec(anchor=f"s{si}", heading=heading, type=typ,
                             paras=[Para(p, html_of[p.id], evidence=p.id == hit) for p in ps]))
     return {"paper": paper, "sections": sections, "evidence_passage": hit, "query_error": query_error,
-            "title_html": title_html}
+            "title_html": title_html, "terms_error": terms_error}
 
 
 async def paper_page(ctx: Ctx) -> Response:
@@ -449,8 +472,10 @@ async def paper_page(ctx: Ctx) -> Response:
         raise InvalidRequest("pmcid: at most 256 characters.", details={"field": "pmcid"})
     form = read_search_form(ctx.request, s.max_query_chars, s.max_offset)
     evidence = _param(ctx.request, "evidence", 1000)
-    view = await run_in_threadpool(paper_view, ctx, pmcid, form, evidence)
-    return ctx.page("paper.html", form=form, evidence=evidence, **view, title=view["paper"].title or pmcid)
+    mark_terms = _flag(ctx.request, "terms")
+    view = await run_in_threadpool(paper_view, ctx, pmcid, form, evidence, mark_terms)
+    return ctx.page("paper.html", form=form, evidence=evidence, mark_terms=mark_terms, **view,
+                    title=view["paper"].title or pmcid)
 
 
 #: rows of a supplementary file's part shown per page

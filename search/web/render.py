@@ -20,19 +20,27 @@ MARK_CLASSES = ("q", "g", "t")
 
 
 def mark(text: str, spans: Iterable[Sequence[int]] = (), cls: str = "q",
-         more: Iterable[tuple[int, int, str]] = ()) -> Markup:
+         more: Iterable[tuple[int, int, str]] = (), terms: Iterable[tuple[int, int, str, str]] = ()) -> Markup:
     """``text`` escaped, with ``[start, end)`` ``spans`` wrapped in ``<mark class=cls>`` (and ``more`` with their own
-    class); overlapping spans are merged, out-of-range ones clipped."""
-    marks = sorted([(int(s), int(e), cls) for s, e in spans] + [(int(s), int(e), c) for s, e, c in more])
+    class), and ``terms`` (start, end, term id, name) as links to their term pages, which win where they overlap a
+    mark; overlapping spans are merged, out-of-range ones clipped."""
+    links = [(int(s), int(e), "t", tid, name) for s, e, tid, name in terms]
+    taken = [(s, e) for s, e, *_ in links]
+    plain = [(int(s), int(e), cls, "", "") for s, e in spans] + [(int(s), int(e), c, "", "") for s, e, c in more]
+    marks = sorted(links + [m for m in plain if not any(ts < m[1] and m[0] < te for ts, te in taken)])
     out: list[str] = []
     pos = 0
-    for s, e, c in marks:
+    for s, e, c, tid, name in marks:
         s, e = max(s, pos), min(e, len(text))
         if s >= e:
             continue
         out.append(str(escape(text[pos:s])))
-        kind = c if c in MARK_CLASSES else "q"
-        out.append(f'<mark class="{kind}">{escape(text[s:e])}</mark>')
+        if c == "t":
+            out.append(f'<a class="t" href="/terms/{escape(quote(tid, safe=":"))}" title="{escape(tid)} '
+                       f'{escape(name)}">{escape(text[s:e])}</a>')
+        else:
+            kind = c if c in MARK_CLASSES else "q"
+            out.append(f'<mark class="{kind}">{escape(text[s:e])}</mark>')
         pos = e
     out.append(str(escape(text[pos:])))
     return Markup("".join(out))

@@ -430,3 +430,13 @@ def test_run_review_shows_the_reasons_of_flysift_coverage(web, site):
     (run / "coverage" / "coverage.json").write_text('{"run": {"genes": "<script>"}}')
     broken = web.get("/runs/covered")
     assert broken.status_code == 200 and "is not a report of" in broken.text and "<script>\"" not in broken.text
+
+
+def test_paper_page_marks_ontology_terms_on_request(web):
+    plain = web.get("/papers/PMC100001").text
+    assert 'class="t"' not in plain.split("<main")[1].replace('<a class="t" href="/terms">', "")
+    html = web.get("/papers/PMC100001", params={"q": "nucleus", "terms": "1"}).text
+    # "nucleus" is a GO term of the fixture ontology: the term link wins over the query mark
+    assert '<a class="t" href="/terms/GO:0005634" title="GO:0005634 nucleus">nucleus</a>' in html
+    assert '<mark class="q">nucleus</mark>' not in html
+    assert "Hide ontology terms" in html

@@ -53,3 +53,8 @@ def test_unavailable_and_unknown_files_are_error_pages(web):
     assert missing.status_code == 409 and "supplement_unavailable" in missing.text
     for name in ("..%2F..%2Fetc%2Fpasswd", "Table_S9.xls", "99"):
         assert web.get(f"/papers/PMC990001/supplements/{name}").status_code == 404, name
+
+
+def test_marking_terms_without_an_ontology_says_so(web):
+    r = web.get("/papers/PMC990001", params={"terms": "1"})
+    assert r.status_code == 200 and "No ontology is indexed" in r.text
