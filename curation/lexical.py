@@ -101,19 +101,16 @@ class Candidate:
 
 def recognise(client: Client, units: list[Unit], task: str) -> list[list[Found]]:
     """The terms of ``task`` the service recognises in each unit, one request per paper (a paper's abbreviations
-    count in all its paragraphs). Asked outside the session: recognition spends nothing and is not a FlyAOC tool,
-    and the curator still learns a hidden GO term's name (it then proposes the name as a description)."""
+    count in all its paragraphs). Asked inside the session (recognition spends nothing; the call is traced), so
+    the session's hidden terms are never recognised: the curator cannot learn a hidden term's name from the
+    service and propose it as a description."""
     out: list[list[Found]] = [[] for _ in units]
     by_paper: dict[str, list[int]] = defaultdict(list)
     for i, u in enumerate(units):
         by_paper[u.pmcid].append(i)
-    sid, client.session_id = client.session_id, None
-    try:
-        for idx in by_paper.values():
-            for part, found in _recognise_part(client, [units[i].text for i in idx], task):
-                out[idx[part]] = found
-    finally:
-        client.session_id = sid
+    for idx in by_paper.values():
+        for part, found in _recognise_part(client, [units[i].text for i in idx], task):
+            out[idx[part]] = found
     return out
 
 

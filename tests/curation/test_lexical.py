@@ -101,12 +101,17 @@ def test_budget_limits_reading(service):
     assert session.papers_read == ["PMC900001"]  # gene in the title first
 
 
-def test_hidden_term_becomes_a_description(service):
-    res, _ = run(service.url, hidden="GO:0016330")
+def test_hidden_term_is_neither_proposed_nor_named(service):
+    """Recognition runs inside the session, so a hidden term is not recognised at all: the curator can neither
+    submit its id nor learn its name from the service and pass it off as a description."""
+    res, session = run(service.url, hidden="GO:0016330")
     items = res.output["task1_function"]
     assert "GO:0016330" not in [i.get("go_id") for i in items]
-    assert {"description": "second mitotic wave involved in compound eye morphogenesis"}.items() <= \
-        next(i for i in items if "description" in i).items()
+    assert not [i for i in items if "description" in i]
+    assert {"GO:0005634", "GO:0048749", "GO:0003700"} <= {i.get("go_id") for i in items}   # the rest still found
+    with Client(service.url) as c:
+        paths = {e.path for e in c.get_trace(res.session_id)}
+    assert "/v1/terms/recognise" in paths   # asked inside the session, and traced there
 
 
 def test_synonyms_are_the_names_the_papers_give_the_gene():
