@@ -50,6 +50,8 @@ RECOGNISE_BODY_BYTES = 4 * 1024 * 1024
 #: a session, 1,000 names, 10,000 hidden ids or pmcid filters, a prediction
 MAX_VALUES_BUILD = 2_000_000
 MAX_VALUES = 100_000
+#: paths whose callers authenticate with an API key (``search.api.deps``)
+API_PREFIXES = ("/v1/", "/metrics")
 #: bodies up to this size are parsed on the event loop (well under a millisecond); larger ones on a worker thread
 INLINE_PARSE_BYTES = 64 * 1024
 #: an error message longer than this keeps its head and tail (the input it quoted is what gets cut)
@@ -228,7 +230,8 @@ class InputGuard:
         """With auth on, the caller of a request with a body, before the body is read: a missing or malformed key is
         refused at once; a key is looked up (and rate-limited) once, and ``search.api.deps.principal`` reuses it."""
         app = scope["app"]
-        if not hasattr(app.state, "settings"):
+        # API routes only: the workbench pages (search.web) sign in with a cookie and check it themselves
+        if not hasattr(app.state, "settings") or not scope.get("path", "").startswith(API_PREFIXES):
             return
         authorization = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"),
                              None)
