@@ -101,12 +101,20 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """One line for people: time, level, logger and the message (an access line's fields as ``key=value``), with
+    the request id of the request being answered, as in the JSON format. The record itself is left as it came (other
+    handlers format it too)."""
+
     def format(self, record: logging.LogRecord) -> str:
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
-            record.msg = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k != "time")
-            record.args = ()
-        return super().format(record)
+            message = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None and k != "time")
+        else:
+            message = record.getMessage()
+            ctx = CURRENT.get()
+            if ctx is not None:
+                message = f"{message} request_id={ctx.request_id}"
+        return super().format(logging.makeLogRecord({**record.__dict__, "msg": message, "args": ()}))
 
 
 def configure(log_format: str = "json", level: str = "info", access_log: bool = False,

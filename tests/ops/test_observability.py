@@ -117,6 +117,31 @@ def test_the_service_log_is_json_with_the_request_id(data, log_stream):
     assert errors and errors[0]["request_id"] == r.json()["error"]["request_id"] and "exploded" in errors[0]["exc"]
 
 
+def test_the_access_log_goes_to_its_file_and_the_service_log_may_be_text(data, log_stream, tmp_path):
+    """``FLYSIFT_ACCESS_LOG_FILE``: access lines in the file, not in the service log; ``FLYSIFT_LOG_FORMAT=text``:
+    the service log is for people (the access log stays JSON lines only in json format)."""
+    d, _ = data
+    access_file = tmp_path / "access.jsonl"
+    requestlog.configure("text", "info", access_log=True, access_log_file=access_file, stream=log_stream, force=True)
+    app = create_app(Settings(data_dir=d, access_log=True))
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("exploded")
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        ok = c.get("/v1/health")
+        failed = c.get("/boom")
+    for h in logging.getLogger(requestlog.ACCESS).handlers:
+        h.flush()
+    lines = access_file.read_text().splitlines()
+    assert len(lines) == 2 and all("/v1/health" in line or "/boom" in line for line in lines)
+    service = log_stream.getvalue()
+    assert "/v1/health" not in service and ok.headers["X-Request-Id"] not in service
+    assert "ERROR" in service and "exploded" in service and failed.json()["error"]["request_id"] in service
+    assert not service.lstrip().startswith("{")
+
+
 def _metrics(text: str) -> dict[tuple[str, frozenset], float]:
     out = {}
     for family in text_string_to_metric_families(text):
