@@ -9,12 +9,18 @@ so a change can be measured side by side:
 
     .venv/bin/python bench/bench_guard.py --work /tmp/bench-guard
     .venv/bin/python bench/bench_guard.py --work /tmp/bench-guard --repo /work/main
+
+It also times what a legitimate large body costs the guard: ``parse_json_body`` (parse and bounds check) of a
+build-like body of ``--values`` JSON values, in a fresh process of the checkout's code, CPU time, best of three;
+``--parse-only`` measures only that (seconds, no server).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -91,6 +97,40 @@ def phase(url: str, server: psutil.Process, headers: dict[str, str], path: str, 
             "server_cpu_s": round(tree_cpu(server) - cpu0, 2)}
 
 
+def legitimate_body(values: int) -> bytes:
+    """A build-like body of about ``values`` JSON values: papers with a few fields and short paragraphs."""
+    paper = {"pmcid": "PMC1", "title": "Wing disc growth", "year": 2001,
+             "sections": [{"type": "RESULTS", "paragraphs": ["Dpp controls growth.", "Notch signalling."]}]}
+    per_paper = 10   # the object, its 4 fields' values, the section list, the section and its 3 values
+    return json.dumps({"papers": [dict(paper, pmcid=f"PMC{i + 1}") for i in range(values // per_paper)]}).encode()
+
+
+#: run in the checkout measured: CPU seconds of its parse and check, and of the bounds check alone (best of three)
+PARSE_TIMER = """
+import json, sys, time
+from search.core.inputs import check_json_value, parse_json_body
+raw = open(sys.argv[1], "rb").read()
+value = json.loads(raw)
+def best(f, x):
+    times = []
+    for _ in range(3):
+        t0 = time.process_time()
+        f(x)
+        times.append(time.process_time() - t0)
+    return min(times)
+print(json.dumps({"parse_and_check_cpu_s": round(best(parse_json_body, raw), 3),
+                  "check_cpu_s": round(best(check_json_value, value), 3)}))
+"""
+
+
+def parse_cost(repo: Path, body: Path) -> dict[str, float]:
+    """What the checkout's guard spends on ``body`` (in a fresh process of that checkout's code)."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    out = subprocess.run([sys.executable, "-c", PARSE_TIMER, str(body)], env=env, cwd=repo, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
 def run(data: Path, key: str, repo: Path, bodies: int) -> dict:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -113,11 +153,23 @@ def main() -> None:
     ap.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1],
                     help="Checkout whose code serves (default: this one)")
     ap.add_argument("--bodies", type=int, default=3)
+    ap.add_argument("--values", type=int, default=1_000_000, help="JSON values of the legitimate body")
+    ap.add_argument("--parse-only", action="store_true", help="Only time the guard's parse of a legitimate body")
     ap.add_argument("--out", type=Path, default=None, help="Write the results as JSON here")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    body = args.work / f"legitimate-{args.values}.json"
+    if not body.exists():
+        body.write_bytes(legitimate_body(args.values))
+    parse = {"values": args.values, "body_bytes": body.stat().st_size, **parse_cost(args.repo.resolve(), body)}
+    print(f"a legitimate body of {args.values:,} values ({parse['body_bytes'] / 1e6:.1f} MB): parse and check "
+          f"{parse['parse_and_check_cpu_s']} s of CPU, the bounds check alone {parse['check_cpu_s']} s")
+    if args.parse_only:
+        if args.out:
+            write_json(args.out, {"machine": machine(), "repo": str(args.repo.resolve()), "parse": parse})
+        return
     data, key = prepare(args.work)
-    result = {"machine": machine(), **run(data, key, args.repo.resolve(), args.bodies)}
+    result = {"machine": machine(), **run(data, key, args.repo.resolve(), args.bodies), "parse": parse}
     for phase in ("unauthenticated", "authenticated, search route"):
         r = result[phase]
         print(f"{phase}: {args.bodies} bodies of {len(HOSTILE) / 1e6:.0f} MB answered {r['statuses']} in "
