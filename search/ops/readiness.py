@@ -24,6 +24,9 @@ from search.engines import Engine, open_engine
 #: free space below either of these is a warning (a full disk refuses every session write: 507)
 LOW_SPACE_BYTES = 1 << 30
 LOW_SPACE_SHARE = 0.05
+#: free space below this fails readiness: session writes (a trace record, a read's charge) are about to answer 507,
+#: and the store's probe cannot show it (it rewrites one row in place, which a full disk may still take)
+MIN_FREE_BYTES = 64 << 20
 #: gzip's first two bytes: the ontology files are gzipped JSON
 GZIP_MAGIC = b"\x1f\x8b"
 ONTOLOGY_SUFFIX = ".ontology.json.gz"
@@ -76,7 +79,11 @@ def file_checks(data_dir: Path, deep: bool = False) -> list[Check]:
     try:
         usage = shutil.disk_usage(data_dir)
         free = usage.free / (1 << 30)
-        if usage.free < LOW_SPACE_BYTES or usage.free < LOW_SPACE_SHARE * usage.total:
+        if usage.free < MIN_FREE_BYTES:
+            out.append(fail("disk", f"{usage.free / (1 << 20):.0f} MiB free: session writes answer 507 "
+                            "storage_full", file=".", fix="free space on the data dir's disk (old rejects/, "
+                            "dense-models/, backups) or move the data dir to a larger one"))
+        elif usage.free < LOW_SPACE_BYTES or usage.free < LOW_SPACE_SHARE * usage.total:
             out.append(warn("disk", f"{free:.1f} GiB free ({usage.free / usage.total:.0%}): session writes answer "
                             "507 storage_full when it runs out", file=".", fix="free space or move the data dir"))
         else:

@@ -197,8 +197,10 @@ class SqliteStore:
 
     # ---- operations -------------------------------------------------------------------------------------------
     def readiness(self, deep: bool = False) -> list[Check]:
-        """Whether the store takes a write now (one row of ``probe`` rewritten: a full or read-only disk and a held
-        lock show here first); ``deep`` (``flysift doctor``) adds SQLite's ``quick_check``."""
+        """Whether the store takes a write now (one row of ``probe`` rewritten: a read-only disk, a held lock or a
+        damaged file show here; a full disk may still take a row rewritten in place, so readiness also checks the
+        room left on the disk, ``search.ops.readiness``); ``deep`` (``flysift doctor``) adds SQLite's
+        ``quick_check``."""
         name, where = "session store", self.path.name
         try:
             with self._tx() as db:

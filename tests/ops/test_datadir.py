@@ -137,3 +137,26 @@ def test_an_unreachable_cluster_is_not_ready(tmp_path):
         checks[0].message
     ready = Readiness(settings, lambda: engine, lambda: None).checks()
     assert any(c.name == "cluster" and c.state == "fail" for c in ready)
+
+
+@pytest.mark.parametrize("free_mib, status, state", [(10, 503, "fail"), (500, 200, "warn"), (50_000, 200, "ok")])
+def test_a_disk_without_room_is_not_ready(tmp_path, monkeypatch, free_mib, status, state):
+    """The store's probe rewrites one row in place, which a full disk may still take; the room left on the data
+    dir's disk says whether session writes will (a disk about to be full is a warning, a full one is not ready)."""
+    import shutil as shutil_module
+
+    from search.ops import readiness
+
+    data = tmp_path / "data"
+    build_index(data)
+    total = 100 << 30
+    usage = shutil_module._ntuple_diskusage(total, total - (free_mib << 20), free_mib << 20)  # type: ignore[attr-defined]
+    monkeypatch.setattr(readiness.shutil, "disk_usage", lambda path: usage)
+    with TestClient(create_app(Settings(data_dir=data))) as c:
+        r = c.get("/v1/ready")
+    assert r.status_code == status, r.text
+    checks = r.json()["checks"] if status == 200 else r.json()["error"]["details"]["checks"]
+    disk = next(ch for ch in checks if ch["name"] == "disk")
+    assert disk["state"] == state
+    if state == "fail":
+        assert "507 storage_full" in disk["message"] and disk["fix"]
