@@ -243,3 +243,20 @@ def test_metrics_of_several_workers_are_summed(data, tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+def test_the_kubernetes_probes_call_health_and_ready_without_a_key(data):
+    """deploy/k8s/api.yaml: liveness on /v1/health, readiness on /v1/ready, and a service with auth on answers both
+    to a probe, which carries no key."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML comes with uvicorn[standard]")
+    d, _ = data
+    manifest = Path(__file__).parents[2] / "deploy" / "k8s" / "api.yaml"
+    containers = [c for doc in yaml.safe_load_all(manifest.read_text()) if doc and doc.get("kind") == "Deployment"
+                  for c in doc["spec"]["template"]["spec"]["containers"]]
+    assert containers
+    probes = {(kind, c[kind]["httpGet"]["path"]) for c in containers for kind in ("livenessProbe", "readinessProbe")}
+    assert probes == {("livenessProbe", "/v1/health"), ("readinessProbe", "/v1/ready")}
+    with TestClient(create_app(Settings(data_dir=d, auth=True))) as c:
+        assert c.get("/v1/health").status_code == 200
+        assert c.get("/v1/ready").status_code == 200
+        assert c.get("/v1/stats").status_code == 401
