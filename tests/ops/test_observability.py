@@ -260,3 +260,22 @@ def test_the_kubernetes_probes_call_health_and_ready_without_a_key(data):
         assert c.get("/v1/health").status_code == 200
         assert c.get("/v1/ready").status_code == 200
         assert c.get("/v1/stats").status_code == 401
+
+
+def test_metrics_show_an_indexing_run_in_progress(data):
+    """Build progress per collection: a build being written (or left by a killed run) and the input records it has
+    committed, from its resume state."""
+    from search.engines.embedded.engine import EmbeddedEngine
+    from search.text.passages import split_passages
+
+    d, keys = data
+    build = EmbeddedEngine(d, "ir").open_build("progress-test", resume=False)
+    for p in PAPERS[:2]:
+        build.add(p, split_passages(p))
+    build.commit({"consumed": 2})
+    build.abort()   # stop writing: the partial build stays for a later resume, as after a killed run
+    with TestClient(create_app(Settings(data_dir=d, auth=True))) as c:
+        m = _metrics(c.get("/metrics", headers={"Authorization": f"Bearer {keys['admin']}"}).text)
+    assert _value(m, "flysift_collection_builds_unfinished", collection="ir") == 1
+    assert _value(m, "flysift_collection_build_records", collection="ir") == 2
+    assert _value(m, "flysift_collection_builds_unfinished", collection="default") == 0
