@@ -26,15 +26,15 @@ from search.api.models import ErrorResponse
 from search.core import names
 from search.core.config import Settings
 from search.core.inputs import INT64_MAX, INT64_MIN, MAX_STRING_CHARS
-from search.core.query import MAX_YEAR
+from search.core.query import MAX_FILTER_PMCID_CHARS, MAX_YEAR
 from search.ontology import service as terms
 from search.ontology.hidden import NAMED_SETS
 from search.ontology.model import GO_ASPECTS, KNOWN, KNOWN_RELATIONS, RELATION_SETS
 from search.retrieval.cursors import MAX_CURSOR_CHARS
 from search.retrieval.exports import MEDIA_TYPES, TREC_NAME
-from search.retrieval.service import VALID_SECTIONS
+from search.retrieval.service import FACETS, VALID_SECTIONS
 from search.sessions.keys import TEAM_NAME
-from search.sessions.models import SESSION_ID
+from search.sessions.models import MAX_GENE_REF_CHARS, SESSION_ID
 from search.text.highlight import MAX_FRAGMENT_CHARS, MAX_FRAGMENTS, MAX_TAG_CHARS
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
@@ -122,13 +122,20 @@ _RELATION = "(?:" + "|".join(KNOWN_RELATIONS) + ")"
 RELATIONS = "^(?:" + "|".join(k.replace("+", "\\+") for k in RELATION_SETS) + f"|{_RELATION}(?:,{_RELATION})*)$"
 #: ``aspect``: P, F or C (or the GO namespace's name), or empty for none
 ASPECT = "^(?:|P|F|C|p|f|c|" + "|".join(GO_ASPECTS) + ")$"
-#: ``sections`` of a paper read: comma-separated section names (either case), empty items skipped
-_SECTION = "(?:" + "|".join(n for s in VALID_SECTIONS for n in (s, s.lower())) + ")"
+#: ``sections`` of a paper read: comma-separated section names (any case: the server upper-cases them), empty items
+#: skipped
+_SECTION = "(?:" + "|".join("".join(f"[{c}{c.lower()}]" if c.isalpha() else c for c in s) for s in VALID_SECTIONS) + ")"
 _SECTION_ITEM = f"[{WHITESPACE}]*(?:{_SECTION}[{WHITESPACE}]*)?"
 SECTIONS = f"^{_SECTION_ITEM}(?:,{_SECTION_ITEM})*$"
 #: ``pmcids`` of a coverage request: comma-separated paper ids
 _PMCID_ITEM = f"[{WHITESPACE}]*(?:(?:{names.PAPER_ID_PATTERN})[{WHITESPACE}]*)?"
 PMCIDS = f"^{_PMCID_ITEM}(?:,{_PMCID_ITEM})*$"
+#: the GET searches' comma-separated lists, item by item as the POST body takes them (empty items skipped):
+#: ``pmcid`` filters of up to 256 characters, ``facets`` by name (repeats are one facet)
+_FILTER_PMCID = f"[^,\\u0000]{{0,{MAX_FILTER_PMCID_CHARS}}}"
+FILTER_PMCIDS = f"^{_FILTER_PMCID}(?:,{_FILTER_PMCID})*$"
+_FACET = "(?:|" + "|".join(FACETS) + ")"
+FACET_LIST = f"^{_FACET}(?:,{_FACET})*$"
 #: what a term id of a known ontology looks like (ids of other indexed ontologies are served, not documented)
 TERM_ID = "^(?:" + "|".join(s.id_pattern.replace("\\d", "[0-9]") for s in KNOWN.values()) + ")$"
 #: a free-form JSON body (a FlyAOC prediction) as the input guard bounds it
@@ -192,6 +199,8 @@ def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
 
 #: the GET searches: their parameters are the fields of the POST body (``SearchRequest``), bounded the same way
 SEARCH_GETS = frozenset({"GET /v1/papers/search", "GET /v1/passages/search"})
+#: operations that page like a search (``limit``, ``offset`` within the search settings' bounds)
+PAGED = SEARCH_GETS | {"GET /v1/papers/{pmcid}/similar"}
 #: operations that answer an export (``format``, or an ``Accept`` of a file type) as a file instead of JSON
 EXPORTS = SEARCH_GETS | {"POST /v1/papers/search", "POST /v1/passages/search"}
 
@@ -199,7 +208,10 @@ EXPORTS = SEARCH_GETS | {"POST /v1/papers/search", "POST /v1/passages/search"}
 def search_parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
     """Bounds of the GET searches' parameters (beside ``parameter_bounds``)."""
     return {
-        "query": {"minLength": 1, "maxLength": settings.max_query_chars},
+        "query": {"minLength": 1, "maxLength": settings.max_query_chars, "pattern": NON_BLANK},
+        "gene": {"minLength": 1, "maxLength": MAX_GENE_REF_CHARS},
+        "section": {"items": {"pattern": SECTIONS}}, "pmcid": {"items": {"pattern": FILTER_PMCIDS}},
+        "facets": {"items": {"pattern": FACET_LIST}},
         "limit": {"minimum": 1, "maximum": settings.max_page_size},
         "offset": {"minimum": 0, "maximum": settings.max_offset},
         "max_hits": {"minimum": 1, "maximum": settings.max_export_hits},
@@ -272,7 +284,7 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
             key = f"{method.upper()} {path}"
             public = path in PUBLIC_PATHS
             for p in op.get("parameters", []):
-                _bound(p.get("schema"), (sbounds if key in SEARCH_GETS else pbounds).get(p["name"], {}))
+                _bound(p.get("schema"), (sbounds if key in PAGED else pbounds).get(p["name"], {}))
                 _text(p.get("schema"), schemas, texts)
                 if p["name"] in REQUIRED_PARAMS.get(key, ()):
                     p["required"] = True

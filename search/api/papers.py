@@ -132,8 +132,11 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
 def _from_query(params: dict) -> SearchRequest:
     """A GET search's parameters as the POST body they stand for (the same checks, the same answer)."""
     filters = {k: params.pop(k) for k in ("year_from", "year_to") if params.get(k) is not None}
-    sections = [x for s in params.pop("section") or [] for x in s.split(",") if x]
-    pmcids = [x for s in params.pop("pmcid") or [] for x in s.split(",") if x]
+    # a link's lists, comma-separated or repeated: blank items skipped, each section or paper once (the server
+    # strips and upper-cases section names), so a link never holds more than the body's lists may
+    sections = list(dict.fromkeys(x.strip().upper() for s in params.pop("section") or [] for x in s.split(",")
+                                  if x.strip()))
+    pmcids = list(dict.fromkeys(x for s in params.pop("pmcid") or [] for x in s.split(",") if x))
     if sections:
         filters["section_types"] = sections
     if pmcids:
@@ -142,7 +145,7 @@ def _from_query(params: dict) -> SearchRequest:
     spec = {k: v for k, v in spec.items() if v is not None}
     if params.get("highlight") or spec:
         params["highlight"] = spec or True
-    facets = [x for s in params.pop("facets") or [] for x in s.split(",") if x]
+    facets = list(dict.fromkeys(x for s in params.pop("facets") or [] for x in s.split(",") if x))  # a repeat: one
     data = {k: v for k, v in params.items() if v is not None}
     if filters:
         data["filters"] = filters

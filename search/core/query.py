@@ -106,6 +106,7 @@ class Clause(Model):
 #: bounds of a filter as a request may send it (a year is four digits; lists are what one query can carry)
 MAX_YEAR = 9999
 MAX_FILTER_PMCIDS = 10_000
+MAX_FILTER_PMCID_CHARS = 256
 MAX_FILTER_SECTIONS = 64
 
 
@@ -119,7 +120,8 @@ class Filters(Model):
     year_to: json_int(ge=0, le=MAX_YEAR) | None = None   # type: ignore[valid-type]
     section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
         None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
-    pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)
+    pmcids: list[Annotated[str, StringConstraints(max_length=MAX_FILTER_PMCID_CHARS)]] | None = Field(
+        None, max_length=MAX_FILTER_PMCIDS)
     source: Literal["paper", "supplement"] | None = Field(
         None, description="paper: the articles' text only; supplement: their supplementary files only (papers "
                           "matched in a supplement); none: both")

@@ -8,7 +8,8 @@
   with every check it has (issue #28: 0 failures): no 5xx, no answer the document does not declare (status,
   content type, headers, body schema), schema-invalid input refused, schema-valid input accepted, 405 with the
   documented methods in ``Allow``, missing required headers refused. Signed cursors are left out of valid cases
-  (no generator can make one), and 413 is an expected answer to any body (the byte limit is not a schema bound).
+  (no generator can make one), 413 is an expected answer to any body (the byte limit is not a schema bound), and
+  a valid query string that breaks the query language's grammar may be 422 ``query_syntax``.
 
 The service holds a small corpus (the shared fixture papers plus generated ones), GO and FBbt fixture ontologies and
 the bundled gene lexicon. In positive cases, ids schemathesis cannot guess (a session, a paper, a term) are replaced
@@ -33,6 +34,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 from test_safety_inputs import load as load_http
 
 from indexer.synthetic import SyntheticConfig, bundled_genes, generate
@@ -161,6 +163,36 @@ def test_session_ids_and_other_names_are_declared_as_the_server_reads_them():
                 assert "pattern" in t and not matches(t["pattern"], "a\x00"), (m, p, q["name"])
 
 
+#: values of the GET searches' (and similar papers') parameters at the edges of what the server takes: the document
+#: must take exactly what the server takes (schemathesis found ``gene=`` and ``offset=11298`` declared but refused)
+EDGE_VALUES: list[tuple[str, str, str]] = [
+    ("/v1/papers/search", "gene", ""), ("/v1/papers/search", "gene", "Dl"), ("/v1/papers/search", "gene", "x" * 201),
+    ("/v1/papers/search", "query", " \t"), ("/v1/passages/search", "query", "wing"),
+    ("/v1/papers/search", "offset", "10000"), ("/v1/papers/search", "offset", "10001"),
+    ("/v1/papers/search", "facets", "year,section"), ("/v1/papers/search", "facets", "year,section,year"),
+    ("/v1/papers/search", "facets", "author"), ("/v1/papers/search", "facets", ",year,"),
+    ("/v1/papers/search", "section", "results,Methods"), ("/v1/papers/search", "section", "results,bogus"),
+    ("/v1/papers/search", "section", ""), ("/v1/papers/search", "section", ",".join([" results\u2003"] * 99)),
+    ("/v1/papers/search", "section", "\u3000" * 70 + "Methods"), ("/v1/papers/search", "pmcid", "PMC1," + "x" * 256),
+    ("/v1/papers/search", "pmcid", "PMC1," + "x" * 257),
+    ("/v1/papers/{pmcid}/similar", "offset", "10000"), ("/v1/papers/{pmcid}/similar", "offset", "10001"),
+]
+
+
+@pytest.mark.parametrize("path, name, value", EDGE_VALUES, ids=[f"{p}-{n}={v[:16]!r}" for p, n, v in EDGE_VALUES])
+def test_parameters_are_declared_as_the_server_takes_them(served_off, path, name, value):
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema comes with schemathesis")
+    schema = next(q["schema"] for q in DOCS[False]["paths"][path]["get"]["parameters"] if q["name"] == name)
+    typed: Any = int(value) if value.isdigit() else value
+    if "array" in {t.get("type") for t in schema.get("anyOf", [schema])}:
+        typed = [value]
+    declared = jsonschema.Draft202012Validator(schema).is_valid(typed)
+    params = {"query": "wing", name: value}
+    r = httpx.get(served_off.url + path.replace("{pmcid}", REAL_PMCID), params=params)
+    assert r.status_code != 500
+    assert declared == (r.status_code != 422), (declared, r.status_code, r.text[:300])
+
+
 def test_405_names_the_documented_methods_of_the_path(served_off):
     for method, path in (("OPTIONS", "/v1/papers/search"), ("PUT", "/v1/papers/search"), ("PUT", "/v1/sessions"),
                          ("DELETE", f"/v1/sessions/{served_off.session_id}/submission")):
@@ -276,11 +308,11 @@ def with_real_ids(case, served: Served) -> None:
     path = case.path_parameters or {}
     if case.query and "cursor" in case.query:   # a signed token: no generator can make a valid one
         del case.query["cursor"]
-    filters = case.body.get("filters") if isinstance(case.body, dict) else None
-    if isinstance(filters, dict) and isinstance(filters.get("year_from"), int) and \
-            isinstance(filters.get("year_to"), int) and filters["year_from"] > filters["year_to"]:
-        # year_from <= year_to is a rule across two fields, which JSON Schema cannot state
-        filters["year_from"], filters["year_to"] = filters["year_to"], filters["year_from"]
+    # year_from <= year_to is a rule across two fields, which JSON Schema cannot state (a body's filters, or the
+    # parameters of a GET search)
+    for years in (case.body.get("filters") if isinstance(case.body, dict) else None, case.query):
+        if isinstance(years, dict) and _year(years.get("year_from")) > _year(years.get("year_to")) >= 0:
+            years["year_from"], years["year_to"] = years["year_to"], years["year_from"]
     if "session_id" in path:
         closing = case.operation.path.endswith("/close")
         path["session_id"] = served.new_session() if closing else served.session_id
@@ -292,11 +324,42 @@ def with_real_ids(case, served: Served) -> None:
         case.headers["X-Session-Id"] = served.session_id
 
 
+def _year(value: Any) -> int:
+    """A year as a case holds it (a body's integer, or a query parameter's integer or digits); -1 for anything else."""
+    if isinstance(value, bool):
+        return -1
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():   # JSON Schema's integer: 415.0 is one
+        return int(value)
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else -1
+
+
 def fuzz_schema(doc: dict[str, Any]):
     config = SchemathesisConfig.from_dict({"seed": SEED, "generation": {"max-examples": MAX_EXAMPLES},
                                            "checks": {k: {"expected-statuses": v} for k, v in EXPECTED_413.items()}})
     return schemathesis.openapi.from_dict(doc, config=config)
 
+
+def query_syntax_aside(ctx, response, case):
+    """schemathesis' ``positive_data_acceptance``, with one rule of the server that JSON Schema cannot state: a query
+    of the query language may break its grammar (an unclosed quote or parenthesis), which is 422 ``query_syntax``
+    (documented on the ``query`` field) however valid the string is."""
+    if response.status_code == 422 and _error(response) == ("query_syntax", "query"):
+        return None
+    return positive_data_acceptance(ctx, response, case)
+
+
+def _error(response) -> tuple[str, str] | None:
+    try:
+        error = response.json()["error"]
+        return error["code"], error["details"]["field"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+#: how every case is checked: every check schemathesis has, the acceptance of valid data as ``query_syntax_aside``
+CHECKS = {"excluded_checks": [positive_data_acceptance], "additional_checks": [query_syntax_aside]}
 
 FUZZ = settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
@@ -308,7 +371,7 @@ contract_off, contract_on = fuzz_schema(DOCS[False]), fuzz_schema(DOCS[True])
 @FUZZ
 def test_contract_auth_off(case, served_off):
     with_real_ids(case, served_off)
-    case.call_and_validate(base_url=served_off.url)
+    case.call_and_validate(base_url=served_off.url, **CHECKS)
 
 
 @pytest.mark.slow
@@ -320,4 +383,5 @@ def test_contract_auth_on(case, served_on):
     meta = case.meta
     negative_headers = meta is not None and any(loc is ParameterLocation.HEADER and info.mode is GenerationMode.NEGATIVE
                                                 for loc, info in meta.components.items())
-    case.call_and_validate(base_url=served_on.url, headers=None if negative_headers else served_on.headers)
+    case.call_and_validate(base_url=served_on.url, headers=None if negative_headers else served_on.headers,
+                           **CHECKS)
