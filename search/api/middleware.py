@@ -85,73 +85,85 @@ class TraceMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or not traceable(scope):
             return await self.app(scope, receive, send)
-        t0 = time.perf_counter()
-        started = time.time()
-        body_in: list[bytes] = []
-        body_out: list[bytes] = []
-        status = {"code": 0}
-
-        async def recv():
-            msg = await receive()
-            if msg["type"] == "http.request":
-                body_in.append(msg.get("body", b""))
-            return msg
-
-        async def record() -> None:
-            sid = scope.get("state", {}).get("trace_session")
-            if not sid:
-                return
-            endpoint = scope.get("endpoint")
-            args: dict[str, Any] = dict(scope.get("path_params") or {})
-            query: dict[str, list[str]] = {}
-            for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
-                query.setdefault(k, []).append(v)
-            args.update({k: v[0] if len(v) == 1 else v for k, v in query.items()})
-            raw = b"".join(body_in)  # what the route read; the guard's parse of those bytes when it made one
-            body = scope[PARSED_BODY] if raw and PARSED_BODY in scope else _json(raw)
-            if body is not None:
-                args["body"] = body
-            out = _json(b"".join(body_out))
-            error = out.get("error") if status["code"] >= 400 and isinstance(out, dict) else None
-            if status["code"] >= 400 and error is None:
-                error = {"code": "http_error", "message": f"HTTP {status['code']}"}
-            ev = TraceEvent(time=started, tool=getattr(endpoint, "__name__", scope.get("path", "")),
-                            method=scope.get("method", ""), path=scope.get("path", ""), arguments=bounded(args),
-                            returned_ids=[] if error else returned_ids(out),
-                            latency_ms=round((time.perf_counter() - t0) * 1000, 3), status=status["code"], error=error)
-            sessions: SessionService = scope["app"].state.sessions
-            charge = scope.get("state", {}).get("read_charge")  # a read's unit is spent with its answer's record
-            await anyio.to_thread.run_sync(sessions.record, sid, ev, charge)
-
-        held: list[dict] = []   # the answer, sent once its record is stored
-
-        async def snd(msg):
-            if msg["type"] == "http.response.start":
-                status["code"] = msg["status"]
-                held.append(msg)
-                return
-            if msg["type"] != "http.response.body":
-                return await send(msg)
-            if sum(map(len, body_out)) < MAX_CAPTURE_BYTES:
-                body_out.append(msg.get("body", b""))
-            held.append(msg)
-            if msg.get("more_body", False):
-                return
-            try:
-                await record()
-            except Exception as exc:   # not recorded: answer the failure instead (storage: 507, else 500)
-                return await _failure(scope, exc)(scope, receive, send)
-            for m in held:
-                await send(m)
-            held.clear()
-
+        call = TracedCall(scope, receive, send)
         try:
-            await self.app(scope, recv, snd)
+            await self.app(scope, call.receive, call.send)
         except Exception:
-            if status["code"] == 0:
-                status["code"] = 500
-                await record()
+            if call.status == 0:
+                call.status = 500
+                await call.record()
             raise
+
+
+class TracedCall:
+    """One traced request: the body the route read, the answer it gave (held until its record is stored), and
+    the record."""
+
+    def __init__(self, scope, receive, send):
+        self.scope, self._receive, self._send = scope, receive, send
+        self.t0, self.started = time.perf_counter(), time.time()
+        self.body_in: list[bytes] = []
+        self.body_out: list[bytes] = []
+        self.status = 0
+        self.held: list[dict] = []   # the answer, sent once its record is stored
+
+    async def receive(self) -> dict:
+        msg = await self._receive()
+        if msg["type"] == "http.request":
+            self.body_in.append(msg.get("body", b""))
+        return msg
+
+    async def send(self, msg: dict) -> None:
+        if msg["type"] == "http.response.start":
+            self.status = msg["status"]
+            self.held.append(msg)
+            return
+        if msg["type"] != "http.response.body":
+            return await self._send(msg)
+        if sum(map(len, self.body_out)) < MAX_CAPTURE_BYTES:
+            self.body_out.append(msg.get("body", b""))
+        self.held.append(msg)
+        if msg.get("more_body", False):
+            return
+        try:
+            await self.record()
+        except Exception as exc:   # not recorded: answer the failure instead (storage: 507, else 500)
+            return await _failure(self.scope, exc)(self.scope, self._receive, self._send)
+        for m in self.held:
+            await self._send(m)
+        self.held.clear()
+
+    async def record(self) -> None:
+        scope = self.scope
+        sid = scope.get("state", {}).get("trace_session")
+        if not sid:
+            return
+        out = _json(b"".join(self.body_out))
+        error = out.get("error") if self.status >= 400 and isinstance(out, dict) else None
+        if self.status >= 400 and error is None:
+            error = {"code": "http_error", "message": f"HTTP {self.status}"}
+        ev = TraceEvent(time=self.started, tool=getattr(scope.get("endpoint"), "__name__", scope.get("path", "")),
+                        method=scope.get("method", ""), path=scope.get("path", ""),
+                        arguments=bounded(self.arguments()), returned_ids=[] if error else returned_ids(out),
+                        latency_ms=round((time.perf_counter() - self.t0) * 1000, 3), status=self.status,
+                        error=error)
+        sessions: SessionService = scope["app"].state.sessions
+        charge = scope.get("state", {}).get("read_charge")  # a read's unit is spent with its answer's record
+        await anyio.to_thread.run_sync(sessions.record, sid, ev, charge)
+
+    def arguments(self) -> dict[str, Any]:
+        """Path and query parameters (a repeated one as a list) and the JSON body."""
+        scope = self.scope
+        args: dict[str, Any] = dict(scope.get("path_params") or {})
+        query: dict[str, list[str]] = {}
+        for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
+            query.setdefault(k, []).append(v)
+        args.update({k: v[0] if len(v) == 1 else v for k, v in query.items()})
+        raw = b"".join(self.body_in)  # what the route read; the guard's parse of those bytes when it made one
+        body = scope[PARSED_BODY] if raw and PARSED_BODY in scope else _json(raw)
+        if body is not None:
+            args["body"] = body
+        return args
 
 
 def _failure(scope, exc: Exception):
