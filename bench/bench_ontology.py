@@ -32,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search.engines.embedded.terms import TermIndex, normalise  # noqa: E402
 from search.ontology import service as term_service  # noqa: E402
-from search.ontology.hidden import expand, named_set  # noqa: E402
+from search.ontology.hidden import expand  # noqa: E402
 from search.ontology.model import Ontology, WangSimilarity  # noqa: E402
 from search.ontology.service import TermService  # noqa: E402
+from search.schema.hidden import named_set  # noqa: E402
 from search.text.morphology import Morphology  # noqa: E402
 
 MENTIONS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "term_mentions_v1.tsv"

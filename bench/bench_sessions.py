@@ -174,7 +174,7 @@ async def warm_up(base: str, gene) -> None:
 def store_ops(path: Path, n: int) -> dict[str, float]:
     """Microseconds per store operation on an idle SQLite store (what a session adds to a call)."""
     from search.core.models import Gene
-    from search.sessions.models import Session, TraceEvent
+    from search.schema.sessions import Session, TraceEvent
     from search.sessions.store import SqliteStore
 
     st = SqliteStore(path)

@@ -22,8 +22,10 @@ from pydantic import BaseModel
 
 from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
 from search.core.query import Filters
-from search.flyaoc.validation import ValidationReport
-from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
+from search.schema.flyaoc import ValidationReport
+from search.schema.hidden import HiddenSpec
+from search.schema.sessions import BudgetPolicy, Coverage, Session, Submission, SynonymPolicy, TraceEvent
+from search.schema.terms import TermLabelPage, TermList, TermLookup, TermResolveResponse, TermSearchResponse
 
 DEFAULT_TIMEOUT = 30.0
 DENSE_BUILD_TIMEOUT = 1800.0
@@ -165,13 +167,6 @@ def _params(**kw: Any) -> dict[str, Any]:
             value = str(value).lower()
         out[key] = value
     return out
-
-
-def _terms_models():
-    """Term response models live with the term service; imported when first needed (it loads the term index)."""
-    from search.ontology import service as terms
-
-    return terms
 
 
 class _Endpoints:
@@ -319,8 +314,8 @@ class _Endpoints:
     def search_terms(self, query: str | None = None, ontology: str = "go", aspect: str | None = None,
                      limit: int = 10, include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
                      hidden_descendants: bool | None = None, *, q: str | None = None,
-                     mode: Literal["bm25", "dense", "hybrid"] | None = None):
-        """Terms by name, synonym, definition or id (``search.ontology.service.TermSearchResponse``). ``q`` is the
+                     mode: Literal["bm25", "dense", "hybrid"] | None = None) -> TermSearchResponse:
+        """Terms by name, synonym, definition or id. ``q`` is the
         deprecated name of ``query`` (one release; a DeprecationWarning). ``mode`` dense or hybrid needs the
         ontology's dense term index (409 ``dense_unavailable`` otherwise)."""
         if q is not None:
@@ -331,42 +326,43 @@ class _Endpoints:
         if query is None:
             raise TypeError("search_terms: query is required")
         return self._send(_Request("GET", "/v1/terms/search",
-                                   lambda b: _terms_models().TermSearchResponse.model_validate(b),
+                                   _model(TermSearchResponse),
                                    params=_params(query=query, ontology=ontology, aspect=aspect, limit=limit,
                                                   include_obsolete=include_obsolete, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants, mode=mode)))
 
     def get_term(self, term_id: str, hidden: str | Iterable[str] | None = None,
-                 hidden_descendants: bool | None = None):
-        """A term by primary or alternative id (``search.ontology.service.TermLookup``)."""
+                 hidden_descendants: bool | None = None) -> TermLookup:
+        """A term by primary or alternative id; an alternative id resolves with a note."""
         return self._send(_Request("GET", f"/v1/terms/{term_id}",
-                                   lambda b: _terms_models().TermLookup.model_validate(b),
+                                   _model(TermLookup),
                                    params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def related_terms(self, term_id: str, direction: Literal["ancestors", "descendants", "parents", "children"],
                       relations: str | None = None, limit: int | None = None,
-                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Ancestors, descendants, parents or children of a term (``search.ontology.service.TermList``)."""
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                      ) -> TermList:
+        """Ancestors, descendants, parents or children of a term."""
         return self._send(_Request("GET", f"/v1/terms/{term_id}/{direction}",
-                                   lambda b: _terms_models().TermList.model_validate(b),
+                                   _model(TermList),
                                    params=_params(relations=relations, limit=limit, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
 
     def resolve_terms(self, text: str, ontology: str = "go", aspect: str | None = None, limit: int = 5,
-                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Terms ranked for a free-text description (``search.ontology.service.TermResolveResponse``: the list is
-        ``results``)."""
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                      ) -> TermResolveResponse:
+        """Terms ranked for a free-text description (the list is ``results``)."""
         return self._send(_Request("GET", "/v1/terms/resolve",
-                                   lambda b: _terms_models().TermResolveResponse.model_validate(b),
+                                   _model(TermResolveResponse),
                                    params=_params(text=text, ontology=ontology, aspect=aspect, limit=limit,
                                                   hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def term_labels(self, ontology: str = "go", limit: int | None = None, cursor: str | None = None,
-                    hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """One page of every live term's labels (``search.ontology.service.TermLabelPage``); follow ``next_cursor``,
-        or use ``iter_term_labels``."""
+                    hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                    ) -> TermLabelPage:
+        """One page of every live term's labels; follow ``next_cursor``, or use ``iter_term_labels``."""
         return self._send(_Request("GET", f"/v1/terms/{ontology}/labels",
-                                   lambda b: _terms_models().TermLabelPage.model_validate(b),
+                                   _model(TermLabelPage),
                                    params=_params(limit=limit, cursor=cursor, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
 
@@ -450,7 +446,7 @@ class Client(_Endpoints):
 
     def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
                          hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
-                         ) -> Iterator[Any]:
+                         ) -> Iterator[TermLabelPage]:
         """Every page of the term label export, following ``next_cursor`` (all pages share one ``version``; a
         re-index in between is an ``InvalidRequestError`` with code ``cursor_stale``: start again)."""
         return _follow(lambda cursor: self.term_labels(ontology, page_size, cursor, hidden, hidden_descendants))
@@ -499,7 +495,7 @@ class AsyncClient(_Endpoints):
 
     async def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
                                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
-                               ) -> AsyncIterator[Any]:
+                               ) -> AsyncIterator[TermLabelPage]:
         """Every page of the term label export, following ``next_cursor``."""
         cursor = None
         while True:

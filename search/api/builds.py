@@ -21,12 +21,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from search.api.deps import Search, require_admin
-from search.api.models import BuildPapers
 from search.core import names
 from search.core.errors import FlysiftError
 from search.core.models import IndexSummary
 from search.engines import Build, BuildRefused
 from search.retrieval.dense import build_dense
+from search.schema.papers import BuildPapers
 from search.text.passages import split_passages
 
 router = APIRouter(prefix="/v1", tags=["indexing"], dependencies=[Depends(require_admin)])

@@ -18,7 +18,7 @@ import anyio
 
 from search.api.guard import PARSED_BODY
 from search.core.inputs import bounded
-from search.sessions.models import TraceEvent
+from search.schema.sessions import TraceEvent
 from search.sessions.service import SessionService
 
 #: keys of response objects whose values are recorded as a trace event's returned ids

@@ -22,10 +22,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from search.api.deps import BEARER_SCHEME, PUBLIC_PATHS
-from search.api.models import ErrorResponse
 from search.core import names
 from search.core.config import Settings
 from search.ontology import service as terms
+from search.schema.errors import ErrorResponse
 from search.sessions.keys import TEAM_NAME
 from search.text.term_search import ID_QUERY_RE  # the term service's rule for what a term id looks like
 

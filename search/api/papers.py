@@ -9,11 +9,11 @@ from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import CurrentSession, Search
 from search.api.fast import lean
-from search.api.models import SearchRequest
 from search.api.respond import answer, dump, json_response
-from search.core.errors import DEFAULT_COLLECTION, index_missing
 from search.core.models import IndexStats, PaperSearchResults, PaperText, PassageSearchResults
+from search.core.names import DEFAULT_COLLECTION, index_missing
 from search.retrieval.service import SearchService
+from search.schema.papers import SearchRequest
 from search.sessions.models import ReadCharge
 from search.sessions.service import SessionService
 

@@ -21,18 +21,18 @@ from search.api.deps import current_session
 from search.api.fast import lean
 from search.api.respond import answer, json_response
 from search.core.errors import InvalidRequest
-from search.ontology.hidden import HiddenQuery, hidden_query
 from search.ontology.model import Ontology
-from search.ontology.service import (
+from search.ontology.service import TermService
+from search.schema.hidden import HiddenQuery, hidden_query
+from search.schema.sessions import Session
+from search.schema.terms import (
     TermLabelPage,
     TermLabels,
     TermList,
     TermLookup,
     TermResolveResponse,
     TermSearchResponse,
-    TermService,
 )
-from search.sessions.models import Session
 
 router = APIRouter(prefix="/v1", tags=["terms"], dependencies=[Depends(current_session)])
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from search.core.config import Settings
-from search.core.errors import DEFAULT_COLLECTION
+from search.core.names import DEFAULT_COLLECTION
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, StorageError, publish_refusal, storage_error
 from search.engines.protocol import Build, Engine, TermEngine
 

@@ -25,8 +25,8 @@ from pydantic import Field
 
 from search.client import AsyncClient, ClientError, awaited
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
-from search.ontology.hidden import hidden_query
-from search.sessions.models import Session
+from search.schema.hidden import hidden_query
+from search.schema.sessions import Session
 
 log = logging.getLogger("flysift.mcp")
 

@@ -31,13 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import regex
-from pydantic import BaseModel, Field
 
 from search.core.errors import IndexMissing, InvalidRequest, NotFound
-from search.core.models import Synonym, Term, TermHit
+from search.core.models import Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
 from search.engines import TermEngine, open_local
-from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand, parse_hidden
+from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand
 from search.ontology.model import (
     GO_ASPECTS,
     IS_A,
@@ -46,6 +45,15 @@ from search.ontology.model import (
     SUFFIX,
     Ontology,
     spec_for_id,
+)
+from search.schema.hidden import parse_hidden
+from search.schema.terms import (
+    ResolvedTerm,
+    TermList,
+    TermLookup,
+    TermRef,
+    TermResolveResponse,
+    TermSearchResponse,
 )
 from search.text import analysis
 from search.text.analysis import canonical_label, query_variants, stem
@@ -69,85 +77,6 @@ OLD_MODEL_FILE = ".rerank" + SUFFIX
 LEGACY_FILE = ".pkl"
 #: a directory listing is reused while the directory's mtime is unchanged and older than this (mtimes move in ticks)
 LISTING_SETTLED_NS = 2_000_000_000
-
-
-class TermRef(BaseModel):
-    id: str
-    name: str
-    obsolete: bool = False
-
-
-class TermLookup(BaseModel):
-    """A term looked up by id. ``note`` explains an alt id (resolved to its primary) or an obsolete term."""
-
-    requested_id: str
-    id: str
-    note: str | None = None
-    term: Term
-    replacements: list[TermRef] = Field(default_factory=list,
-                                        description="replaced_by then consider, for obsolete terms")
-    children_count: int = Field(0, description="Visible direct is_a children")
-
-
-class TermList(BaseModel):
-    """Ancestors, descendants or children of a term over some relations (hidden terms left out)."""
-
-    id: str
-    relations: list[str]
-    total: int
-    truncated: bool = False
-    terms: list[TermRef]
-
-
-class TermSearchResponse(BaseModel):
-    ontology: str
-    query: str
-    aspect: str | None = None
-    hidden: int = Field(0, description="How many ids were hidden from this search")
-    mode: str = Field("bm25", description="bm25 (the lexical ranking), dense or hybrid (RRF of both)")
-    hits: list[TermHit]
-
-
-class ResolvedTerm(BaseModel):
-    """A candidate term for a free-text description, with the label (name or synonym) that matched best."""
-
-    id: str
-    name: str
-    aspect: str | None = None
-    matched: str
-    score: float
-
-
-class TermResolveResponse(BaseModel):
-    """The resolver's answer: an object like every other answer (its list is ``results``)."""
-
-    ontology: str
-    text: str
-    aspect: str | None = None
-    hidden: int = Field(0, description="How many ids were hidden from this resolution")
-    results: list[ResolvedTerm]
-
-
-class TermLabels(BaseModel):
-    """One live term's labels for the bulk export (``GET /v1/terms/{ontology}/labels``): name, every synonym with its
-    scope, and what ranks or filters it (aspect, depth, direct parents by relation)."""
-
-    id: str
-    name: str
-    aspect: Literal["P", "F", "C"] | None = None
-    depth: int = Field(0, description="Longest is_a path to a root")
-    synonyms: list[Synonym] = Field(default_factory=list)
-    parents: dict[str, list[str]] = Field(default_factory=dict)
-
-
-class TermLabelPage(BaseModel):
-    ontology: str
-    version: str = Field(description="Digest of the served labels (and hidden ids); also the ETag. A cursor is "
-                                     "only valid for the version it was issued with")
-    total: int = Field(description="Live terms visible to the caller")
-    offset: int
-    terms: list[TermLabels]
-    next_cursor: str | None = Field(None, description="Pass unchanged for the next page; null on the last page")
 
 
 def _bool(value: bool | str | None) -> bool:

@@ -34,8 +34,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from search.core.errors import FlysiftError, IndexMissing, LimitExceeded, index_missing
-from search.core.names import check_collection
+from search.core.errors import FlysiftError, IndexMissing, LimitExceeded
+from search.core.names import check_collection, index_missing
 from search.core.query import Filters
 from search.engines import Engine, open_local
 

@@ -22,17 +22,9 @@ from typing import Any, TypeVar
 
 from search.core.errors import NotFound, Unavailable
 from search.engines.cluster.transport import ClusterRequestError, Transport
+from search.schema.sessions import Session, Submission, TraceEvent
 from search.sessions.keys import ApiKey
-from search.sessions.models import (
-    RESERVATION_TTL_S,
-    Conflict,
-    ReadCharge,
-    Reservation,
-    Session,
-    Submission,
-    TraceEvent,
-    session_not_found,
-)
+from search.sessions.models import RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, session_not_found
 from search.sessions.policy import commit_decision, require_open, reserve_decision
 
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from search.core.models import Gene, IndexStats, Paper, PaperSearchResults, Pape
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
-from search.sessions.models import Coverage, Session
+from search.schema.sessions import Coverage, Session
 from search.text.lexicon import Lexicon
 
 from helpers import PAPERS, LiveServer, build_index

@@ -42,12 +42,12 @@ from test_safety_inputs import load as load_http
 
 from indexer.synthetic import SyntheticConfig, bundled_genes, generate
 from search.api.app import create_app
-from search.api.models import ErrorResponse
 from search.api.openapi import ERROR_REF, NO_404
 from search.core.config import Settings
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
+from search.schema.errors import ErrorResponse
 from search.sessions.keys import new_key
 from search.text.lexicon import Lexicon
 

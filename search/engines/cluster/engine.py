@@ -33,7 +33,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from search.core.config import Settings
-from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable, index_missing
+from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable
 from search.core.models import (
     IndexStats,
     Paper,
@@ -45,6 +45,7 @@ from search.core.models import (
     Term,
     TermHit,
 )
+from search.core.names import index_missing
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail

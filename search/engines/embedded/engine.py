@@ -58,7 +58,7 @@ from typing import Any, Literal, NamedTuple
 import tantivy
 from pydantic import BaseModel
 
-from search.core.errors import FlysiftError, index_missing
+from search.core.errors import FlysiftError
 from search.core.models import (
     IndexStats,
     Paper,
@@ -71,7 +71,7 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.names import check_collection
+from search.core.names import DEFAULT_COLLECTION, check_collection, index_missing
 from search.core.query import (
     FIELD_BOOSTS,
     PAPER_TEXT,
@@ -91,7 +91,6 @@ from search.text.passages import abstract_paragraphs
 from search.text.snippets import Highlighter, paper_snippets
 from search.text.tokens import PRE_ANALYZED, symbol_text, word_text
 
-DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
