@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search.engines.embedded.terms import TermIndex, normalise  # noqa: E402
-from search.ontology import service as term_service  # noqa: E402
+from search.ontology import rerank, rewrites  # noqa: E402
 from search.ontology.hidden import expand  # noqa: E402
 from search.ontology.model import Ontology, WangSimilarity  # noqa: E402
 from search.ontology.service import TermService  # noqa: E402
@@ -252,33 +252,37 @@ def fbbt_2025(data: Path, ont: Ontology) -> list[tuple[str, str, str, str]]:
     return out
 
 
-#: ranking steps of issue #15, each switched off alone (module constants and the saved morphology)
+#: ranking steps of issue #15, each switched off alone (module constants and the saved morphology): the module of
+#: each switch (the re-ranker's scores, or the query rewrites)
+SWITCHES = {"EXACT_BONUS": rerank, "W_GENERAL": rerank, "spell_greek": rewrites, "mention_forms": rewrites,
+            "spelled": rewrites, "ABBREV_EXPANSIONS": rewrites}
+
+
 def _ablate(svc: TermService, step: str) -> dict:
-    saved = {k: getattr(term_service, k) for k in ("EXACT_BONUS", "W_GENERAL", "spell_greek", "mention_forms",
-                                                   "spelled", "ABBREV_EXPANSIONS")}
+    saved = {k: getattr(module, k) for k, module in SWITCHES.items()}
     models = {n: svc.rerank_model(svc.ontology(n)) for n in svc.names()}
     morphs = {n: m.morph for n, m in models.items()}
     if step == "exact-label bonus":
-        term_service.EXACT_BONUS = {k: 0.0 for k in saved["EXACT_BONUS"]}
+        rerank.EXACT_BONUS = {k: 0.0 for k in saved["EXACT_BONUS"]}
     elif step == "generality (one-word queries)":
-        term_service.W_GENERAL = 0.0
+        rerank.W_GENERAL = 0.0
     elif step == "Greek letters spelled":
-        term_service.spell_greek = lambda text: text
+        rewrites.spell_greek = lambda text: text
     elif step == "morphology":
         for m in models.values():
             m.morph = Morphology()
     elif step == "split words joined":
-        term_service.mention_forms = lambda lex, ws: lex.morph.variants(ws)
+        rewrites.mention_forms = lambda vocab, ws: vocab.morph.variants(ws)
     elif step == "spelling correction":
-        term_service.spelled = lambda lex, ws: None
+        rewrites.spelled = lambda vocab, ws: None
     elif step == "abbreviations expanded":
-        term_service.ABBREV_EXPANSIONS = 0
+        rewrites.ABBREV_EXPANSIONS = 0
     return {"saved": saved, "morphs": morphs, "models": models}
 
 
 def _restore(state: dict) -> None:
     for k, v in state["saved"].items():
-        setattr(term_service, k, v)
+        setattr(SWITCHES[k], k, v)
     for n, m in state["models"].items():
         m.morph = state["morphs"][n]
 

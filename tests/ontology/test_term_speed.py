@@ -13,9 +13,12 @@ import pytest
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import IDS_FILE, TermIndex
 from search.ontology import model as ontology_model
-from search.ontology import service as svc_mod
+from search.ontology import rerank
 from search.ontology.model import Ontology
-from search.ontology.service import RerankModel, TermService
+from search.ontology.rerank_model import RerankModel
+from search.ontology.rerank_model import frame as frame_of
+from search.ontology.rewrites import stems, words
+from search.ontology.service import TermService
 
 FIX = Path(__file__).parents[1] / "fixtures"
 QUERIES = ["nucleus", "cell nucleus", "transcription", "compound eye morphogenesis", "regulation of gene expression",
@@ -145,15 +148,15 @@ def _reference_rerank(lex: RerankModel, variants: list[tuple[str, float]], candi
     one-word queries, generality."""
     forms = []
     for text, discount in variants:
-        toks = svc_mod.stems(svc_mod.words(text))
+        toks = stems(words(text))
         if toks:
             idf = {t: lex.idf.get(t, lex.unknown_idf) for t in toks}
-            forms.append((toks, idf, sum(idf.values()), svc_mod._frame(toks), discount))
+            forms.append((toks, idf, sum(idf.values()), frame_of(toks), discount))
     out = []
     for order, cid in enumerate(candidates):
         i = lex.index.get(cid)
         if i is None:
-            out.append((-svc_mod.W_ENGINE * engine.get(cid, 0.0), order, cid, None))
+            out.append((-rerank.W_ENGINE * engine.get(cid, 0.0), order, cid, None))
             continue
         best = direct = exact = 0.0
         best_k = 0
@@ -162,14 +165,14 @@ def _reference_rerank(lex: RerankModel, variants: list[tuple[str, float]], candi
                 s = 2 * sum(idf[t] for t in toks & lab) / (w + weight)
                 if discount == 1.0 and s > direct:
                     direct, best_k = s, k
-                if toks == lab and discount >= svc_mod.MENTION_DISCOUNT:
-                    exact = max(exact, discount * svc_mod.EXACT_BONUS[scope])
-                label_discount = svc_mod.SYNONYM_DISCOUNT[scope] if k else 1.0
-                best = max(best, s * discount * (svc_mod.FRAME_PENALTY if fr != frame else 1.0) * label_discount)
+                if toks == lab and discount >= rerank.MENTION_DISCOUNT:
+                    exact = max(exact, discount * rerank.EXACT_BONUS[scope])
+                label_discount = rerank.SYNONYM_DISCOUNT[scope] if k else 1.0
+                best = max(best, s * discount * (rerank.FRAME_PENALTY if fr != frame else 1.0) * label_discount)
         cover = max(sum(idf[t] for t in toks & lex.definition(i)) / w for toks, idf, w, *_ in forms)
-        score = best + exact + svc_mod.W_DEF * cover + svc_mod.W_ENGINE * engine.get(cid, 0.0)
+        score = best + exact + rerank.W_DEF * cover + rerank.W_ENGINE * engine.get(cid, 0.0)
         if len(forms[0][0]) == 1 and best > 0:
-            score += svc_mod.W_GENERAL * lex.generality(i)
+            score += rerank.W_GENERAL * lex.generality(i)
         out.append((-score, order, cid, best_k))
     return [(cid, -neg, k) for neg, _, cid, k in sorted(out)]
 
@@ -183,15 +186,15 @@ def test_the_vectorised_rerank_computes_the_label_by_label_definition(data_dir, 
     queries = [*QUERIES[:-2], "regulation of nucleus", "positive regulation of transcription", "nucleus nuclei",
                "eye", "mitotic", "wing disc"]
     for q in queries:
-        variants = [(q, 1.0), (q + " nucleus", svc_mod.MENTION_DISCOUNT), ("nuclear " + q, svc_mod.RAW_DISCOUNT)]
+        variants = [(q, 1.0), (q + " nucleus", rerank.MENTION_DISCOUNT), ("nuclear " + q, rerank.RAW_DISCOUNT)]
         candidates = [*lex.ids[::-1], "GO:9999999"]
         engine = {c: (n % 7) / 7 for n, c in enumerate(candidates)}
-        got = svc_mod.rerank(lex, variants, candidates, engine)
+        got = rerank.rerank(lex, variants, candidates, engine)
         want = _reference_rerank(lex, variants, candidates, engine)
         assert got is not None and [r.id for r in got] == [w[0] for w in want], q
         assert [r.score for r in got] == pytest.approx([w[1] for w in want], abs=1e-12), q
         assert [r.label for r in got] == [w[2] for w in want], q
-    assert svc_mod.rerank(lex, [("-- ;", 1.0)], list(lex.ids), {}) is None
+    assert rerank.rerank(lex, [("-- ;", 1.0)], list(lex.ids), {}) is None
 
 
 def test_a_settled_listing_is_reused_until_an_ontology_is_added(data_dir, tmp_path):
@@ -226,6 +229,6 @@ def test_the_best_rewrites_are_one_engine_search(data_dir, monkeypatch):
     hits = svc.search("mentions", "hematopoietic nuclei", limit=5).hits
     assert len(calls) == 1 and len(calls[0]) == 2
     (query, pool), (rewrites, rewrite_pool) = calls[0]
-    assert (query, pool) == ("hematopoietic nuclei", svc_mod.RERANK_POOL)
-    assert {"hematopoiesis", "nucleus"} <= set(rewrites.split()) and rewrite_pool == 2 * svc_mod.REWRITE_POOL
+    assert (query, pool) == ("hematopoietic nuclei", rerank.RERANK_POOL)
+    assert {"hematopoiesis", "nucleus"} <= set(rewrites.split()) and rewrite_pool == 2 * rerank.REWRITE_POOL
     assert hits

@@ -25,7 +25,8 @@ from search.core.models import Gene
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import RerankModel, TermService
+from search.ontology.rerank_model import RerankModel
+from search.ontology.service import TermService
 from search.retrieval import dense
 from search.text.lexicon import Lexicon
 
