@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import folder_terms  # noqa: E402
 from search.engines.embedded.terms import TermIndex, normalise  # noqa: E402
 from search.ontology import rerank, rewrites  # noqa: E402
 from search.ontology.hidden import expand  # noqa: E402
@@ -143,7 +144,7 @@ def holdout_service(ont: Ontology, drop: dict[str, set[str] | None], path: Path)
         keys = drop[t.id]
         return t.model_copy(update={"synonyms": [] if keys is None else
                                     [s for s in t.synonyms if normalise(s.text) not in keys]})
-    svc = TermService(path)
+    svc = folder_terms(path)
     svc.index_ontology(Ontology.from_terms(ont.name, [cut(t) for t in ont.terms()]), TermIndex(path).write)
     return svc
 
@@ -210,10 +211,10 @@ def quality(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> l
 
 def full_service(onts: dict[str, Ontology], path: Path) -> TermService:
     """A service over fresh full indexes of the ontologies (as ``flysift index ontology`` writes them)."""
-    svc = TermService(path)
+    svc = folder_terms(path)
     for ont in onts.values():
         svc.index_ontology(ont, TermIndex(path).write)
-    return TermService(path)   # reads the saved models, as a served instance does
+    return folder_terms(path)   # reads the saved models, as a served instance does
 
 
 def read_mentions() -> list[dict[str, str]]:

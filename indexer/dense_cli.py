@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from search.cli.main import data_dir_option, settings_for
+from search.cli.options import data_dir_option, settings_for
 from search.cli.progress import Progress
 from search.retrieval.dense import (
     BACKEND_ENV,

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from search.cli.main import data_dir_option, settings_for
+from search.cli.options import data_dir_option, settings_for
 from search.cli.progress import Progress
 from search.core.names import ONTOLOGY_PATTERN, is_valid
 
@@ -67,11 +67,11 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
     """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy, and, with ``--dense``, its
     dense term index. On a terminal each stage prints a line as it starts (GO takes about a minute; its dense term
     index ~20 minutes of CPU, so it is asked for, never a surprise of having the extra installed)."""
-    from search.engines import open_engine
     from search.ontology.model import Ontology
-    from search.ontology.service import TermService
+    from search.services import Services
 
-    settings = settings_for(data_dir)
+    services = Services.open(settings_for(data_dir))
+    settings = services.settings
     progress = Progress("terms", json_lines=as_json)
     t0 = time.perf_counter()
     progress.stage(f"{name}: reading {file}", ontology=name, file=str(file))
@@ -83,7 +83,7 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
     stats = ont.stats()
     progress.stage(f"{name}: indexing {stats['terms']} terms (search index, hierarchy, re-ranker model)",
                    ontology=name, terms=stats["terms"])
-    n = TermService(settings.data_dir, engine=open_engine(settings)).index_ontology(ont)
+    n = services.terms.index_ontology(ont)
     indexed = time.perf_counter() - t0 - loaded
     dense_meta = _dense_terms(settings.data_dir, ont, progress) if dense else None
     vectors = (f"; dense term index: {dense_meta['vectors']} vectors ({dense_meta['backend']}) in "

@@ -1,4 +1,5 @@
-"""The application factory: settings, shared services on ``app.state``, one error shape for every failure."""
+"""The application factory: the services of the settings (``search.services.Services``) on ``app.state``, one
+error shape for every failure."""
 
 from __future__ import annotations
 
@@ -21,11 +22,8 @@ from search.api.middleware import TraceMiddleware
 from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.inputs import QUOTE_CHARS, clip
-from search.ontology.service import TermService
-from search.retrieval.service import SearchService
+from search.services import Services
 from search.sessions.keys import RateLimiter
-from search.sessions.service import SessionService
-from search.sessions.store import open_store
 
 log = logging.getLogger("flysift.api")
 
@@ -79,16 +77,18 @@ def _method_not_allowed(allow: list[str]):
     return method_not_allowed
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+    """The API over ``services`` (default: ``Services.open(settings)``)."""
+    services = services or Services.open(settings)
+    settings = services.settings
     app = FastAPI(title="flysift", version=__version__,
                   description="Retrieval backend for literature-curation agents: budget-limited, gene-aware "
                               "search over papers, passages and ontology terms.",
                   dependencies=[Depends(principal)], docs_url=None, redoc_url=None,
                   telemetry=None if settings.otel else NO_OTEL)
     app.state.settings = settings
-    app.state.search = SearchService(settings)
-    app.state.builds = {}
+    app.state.services = services
+    app.state.search = services.search
     # auth (search.api.deps) and traces (search.api.middleware); the session service comes with the term service
     app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
     app.add_middleware(FastPath)  # innermost: the hot read routes answered without FastAPI's router and solver
@@ -120,8 +120,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.exception("unhandled error")
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
 
-    app.state.terms = TermService(settings.data_dir, engine=app.state.search.engine())  # the configured engine
-    app.state.sessions = SessionService(open_store(settings), settings, terms=app.state.terms)
+    app.state.terms = services.terms
+    app.state.sessions = services.sessions
+    app.state.builds = services.builds
     routers = [papers.router, builds.router, sessions.router, terms.router]
     _shadowed_methods(app, routers)
     for router in routers:

@@ -12,12 +12,13 @@ from pathlib import Path
 import click
 
 from search.cli.options import data_dir_option, settings_for
+from search.services import Services
 from search.sessions.keys import SCOPES, check_team_name, new_key
-from search.sessions.store import SessionStore, open_store
+from search.sessions.store import SessionStore
 
 
 def _store(data_dir: Path | None) -> SessionStore:
-    return open_store(settings_for(data_dir))
+    return Services.open(settings_for(data_dir)).store
 
 
 def _when(t: float | None) -> str:

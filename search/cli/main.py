@@ -95,18 +95,18 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
 
 def serve_banner(settings, host: str, port: int, workers: int, access_log: bool) -> str:
     """What ``serve`` prints before it starts: the URL, the engine, the corpus, the ontologies and the docs."""
-    from search.ontology.service import TermService
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
+    services = Services.open(settings)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}"
     try:
-        st = SearchService(settings).engine().stats()
+        st = services.engine().stats()
         corpus = (f"{st.papers:,} papers, {st.passages:,} passages" if st.papers else
                   "no corpus indexed yet: run `flysift demo` or `flysift index corpus`")
     except FlysiftError as exc:
         corpus = f"no corpus indexed yet ({exc.code}): run `flysift demo` or `flysift index corpus`"
-    onts = ", ".join(TermService(settings.data_dir).names()) or "none (`flysift index ontology`)"
+    onts = ", ".join(services.terms.names()) or "none (`flysift index ontology`)"
     return "\n".join([
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
         f"  engine: {settings.engine_kind}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
@@ -138,9 +138,9 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
            year_to: int | None, sections: tuple[str, ...], as_json: bool) -> None:
     """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl)."""
     from search.core.query import Filters
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    svc = SearchService(settings_for(data_dir))
+    svc = Services.open(settings_for(data_dir)).search
     filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None)
     res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=True, collection=collection)
     if as_json:
@@ -162,9 +162,9 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
 @click.option("--json", "as_json", is_flag=True, help="Print the REST response body (POST /v1/passages/search)")
 def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_json: bool) -> None:
     """Search evidence passages (paragraphs with stable ids and offsets)."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    res = SearchService(settings_for(data_dir)).search_passages(query, limit=limit, collection=collection)
+    res = Services.open(settings_for(data_dir)).search.search_passages(query, limit=limit, collection=collection)
     if as_json:
         echo_json(res)
         return
@@ -178,9 +178,9 @@ def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_
 @click.option("--collection", default="default", show_default=True)
 def stats(data_dir: Path | None, collection: str) -> None:
     """Print index statistics as JSON."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    click.echo(json.dumps(SearchService(settings_for(data_dir)).engine(collection).stats().model_dump(), indent=2))
+    click.echo(json.dumps(Services.open(settings_for(data_dir)).engine(collection).stats().model_dump(), indent=2))
 
 
 if __name__ == "__main__":  # pragma: no cover

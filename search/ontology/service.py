@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from search.core.errors import IndexMissing, InvalidRequest, NotFound
 from search.core.models import Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
-from search.engines import TermEngine, open_local
+from search.engines import TermEngine
 from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand
 from search.ontology.model import (
     GO_ASPECTS,
@@ -77,13 +77,13 @@ def _bool(value: bool | str | None) -> bool:
 class TermService:
     """Everything the API and CLI do with terms, for the ontologies indexed in ``data_dir``.
 
-    Term search goes to ``engine``: the API and CLI pass the configured one (``open_engine``), so in cluster mode
-    terms are searched on the cluster the indexer wrote them to. Without one, the embedded engine of ``data_dir``
-    (tools and tests that hold a folder)."""
+    Term search goes to ``engine``, the configured one (``search.services.Services.terms`` wires it): in cluster mode
+    terms are searched on the cluster the indexer wrote them to. A tool or test that holds a folder passes the
+    embedded engine of that folder (``search.engines.open_local``); the service never picks an engine itself."""
 
-    def __init__(self, data_dir: Path | str, engine: TermEngine | None = None):
+    def __init__(self, data_dir: Path | str, engine: TermEngine):
         self.data_dir = Path(data_dir)
-        self.engine: TermEngine = engine if engine is not None else open_local(self.data_dir)
+        self.engine = engine
         self._onts: dict[str, tuple[int, Ontology]] = {}
         self._lex: dict[str, tuple[tuple[int, int | None], RerankModel]] = {}
         self._lock = threading.RLock()

@@ -17,6 +17,8 @@ from search.ontology.service import TermService
 from search.text.morphology import Morphology
 from search.text.spelling import Speller
 
+from helpers import term_service
+
 FIX = Path(__file__).parents[1] / "fixtures"
 
 
@@ -24,10 +26,10 @@ FIX = Path(__file__).parents[1] / "fixtures"
 def svc(tmp_path_factory) -> TermService:
     d = tmp_path_factory.mktemp("mentions")
     cache = tmp_path_factory.mktemp("cache")
-    service = TermService(d)
+    service = term_service(d)
     for file, name in (("mentions_go.obo", "go"), ("mentions_fbbt.obo", "fbbt")):
         service.index_ontology(Ontology.load(FIX / file, name, cache_dir=cache), TermIndex(d).write)
-    return TermService(d)   # a fresh service: reads the saved re-ranker model, morphology included
+    return term_service(d)   # a fresh service: reads the saved re-ranker model, morphology included
 
 
 def top(svc: TermService, ontology: str, query: str) -> str:

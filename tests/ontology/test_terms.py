@@ -17,6 +17,8 @@ from search.ontology.rerank_model import RerankModel
 from search.ontology.rewrites import expansions, rule_rewrites
 from search.ontology.service import TermService
 
+from helpers import term_service
+
 FIX = Path(__file__).parents[1] / "fixtures"
 
 
@@ -24,7 +26,7 @@ FIX = Path(__file__).parents[1] / "fixtures"
 def data_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("data")
     cache = tmp_path_factory.mktemp("cache")
-    svc = TermService(d)
+    svc = term_service(d)
     for file, name in (("mini.obo", "go"), ("mini_fbbt.obo", "fbbt")):
         svc.index_ontology(Ontology.load(FIX / file, name, cache_dir=cache), TermIndex(d).write)
     return d
@@ -32,7 +34,7 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def svc(data_dir) -> TermService:
-    return TermService(data_dir)
+    return term_service(data_dir)
 
 
 def ids(res) -> list[str]:
@@ -222,7 +224,7 @@ def test_cli_index_and_terms(tmp_path, monkeypatch):
 
 
 def _held_out_service(tmp_path: Path, terms: list[Term]) -> TermService:
-    svc = TermService(tmp_path)
+    svc = term_service(tmp_path)
     svc.index_ontology(Ontology.from_terms("go", terms), TermIndex(tmp_path).write)
     return svc
 
@@ -252,7 +254,7 @@ def test_rewrites_learned_from_the_ontology(tmp_path):
 
 
 def test_rerank_model_saved_at_indexing(data_dir):
-    fresh = TermService(data_dir)
+    fresh = term_service(data_dir)
     ont = fresh.ontology("go")
     assert fresh.model_path("go").is_file()
     model = fresh._load_model("go")
