@@ -31,8 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.engines import open_local  # noqa: E402
-from search.retrieval import dense  # noqa: E402
+from search.engines import (
+    dense,  # noqa: E402
+    open_local,  # noqa: E402
+)
 
 
 def cpu_seconds() -> float:

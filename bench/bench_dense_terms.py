@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_ontology import FILES, draw, eligible, fbbt_2025, read_mentions  # noqa: E402
 from bench.common import folder_terms  # noqa: E402
+from search.engines.dense import load_encoder, model_name, resolve_encoder  # noqa: E402
 from search.engines.embedded.terms import TermIndex  # noqa: E402
 from search.ontology import dense_terms  # noqa: E402
 from search.ontology.model import Ontology  # noqa: E402
 from search.ontology.service import TermService  # noqa: E402
-from search.retrieval.dense import load_encoder, model_name, resolve_encoder  # noqa: E402
 
 MODES = ("bm25", "dense", "hybrid")
 

@@ -52,8 +52,9 @@ def build(work: Path, papers: int, words: int, seed: int) -> tuple[Path, dict[st
     """Index the generated corpus (reused when the parameters match) and write the lexicon next to it."""
     cfg = SyntheticConfig(n_papers=papers, words_per_paper=words, seed=seed)
     data = work / f"data-{papers}-{words}-{seed}"
-    if not (data / "collections" / "default" / "CURRENT").exists():
-        build = EmbeddedEngine(data).open_build("bench-sessions", resume=False)
+    engine = EmbeddedEngine(data)
+    if not engine.has_index():
+        build = engine.open_build("bench-sessions", resume=False)
         for p in generate(cfg):
             build.add(p, split_passages(p))
         build.commit({})

@@ -10,7 +10,7 @@ import click
 
 from search.cli.options import data_dir_option, settings_for
 from search.cli.progress import Progress
-from search.retrieval.dense import (
+from search.engines.dense import (
     BACKEND_ENV,
     BACKENDS,
     BATCH_SIZE,
@@ -20,6 +20,7 @@ from search.retrieval.dense import (
     MODEL_ENV,
     build_dense,
 )
+from search.services import Services
 
 
 @click.command("dense")
@@ -41,7 +42,7 @@ def dense(data_dir: Path | None, collection: str, device: str, backend: str, bat
           model: str | None, no_resume: bool, as_json: bool) -> None:
     """Embed the passages of the collection's published build (needs the 'dense' extra). Rerun after each
     `flysift index corpus`: the dense index belongs to one build."""
-    settings = settings_for(data_dir)
+    services = Services.open(settings_for(data_dir))
     with Progress("passages", json_lines=as_json, mininterval=1.0) as progress:
         progress.stage(f"embedding the passages of {collection!r}", collection=collection)
 
@@ -49,8 +50,9 @@ def dense(data_dir: Path | None, collection: str, device: str, backend: str, bat
             progress.stage(f"encoder: {info['backend']} on {info['device']} ({info['dtype']}), batches of "
                            f"{info['batch_size']}, {info['threads']} CPU threads", always=True, **info)
 
-        meta = build_dense(settings.data_dir, collection, batch_size=batch_size, progress=progress.update,
-                           model=model, resume=not no_resume, device=device, backend=backend, announce=announce)
+        meta = build_dense(services.engine(collection), services.settings.data_dir, batch_size=batch_size,
+                           progress=progress.update, model=model, resume=not no_resume, device=device,
+                           backend=backend, announce=announce)
     rate = f"{meta['passages_per_s']} passages/s" if meta["passages_per_s"] else "nothing to embed"
     on = f" with {meta['backend']} on {meta['device']} ({meta['dtype']})" if "backend" in meta else ""
     click.echo(f"dense index of {collection!r}: {meta['count']} passages, {meta['index']} index, dim {meta['dim']}, "

@@ -6,7 +6,8 @@ terms`` call loads the term service and its engine, never the session store or t
 
 - ``search``: ``SearchService``, the read side; it opens the configured engine of each collection (``engine``);
 - ``terms``: ``TermService`` over the configured engine of the default collection (term indexes live there);
-- ``store`` and ``sessions``: the session store the settings choose, and ``SessionService`` over it;
+- ``store`` and ``sessions``: the session store the settings choose (by default a shared one when the engine's index
+  is shared), and ``SessionService`` over it;
 - ``builds``: ``BuildService``, the one write path (the REST routes and the indexer's runs are its adapters).
 """
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from search.core.config import Settings, load_settings
 from search.core.names import DEFAULT_COLLECTION
+from search.engines import capabilities_of, check_settings
 
 if TYPE_CHECKING:
     from search.builds.service import BuildService
@@ -41,9 +43,9 @@ class Services:
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Services:
-        """The services of ``settings`` (default: the environment and ``FLYSIFT_CONFIG``; a bad value is a one-line
-        ``config_error``)."""
-        return cls(settings if settings is not None else load_settings())
+        """The services of ``settings`` (default: the environment and ``FLYSIFT_CONFIG``). A bad value, or one the
+        chosen engine cannot apply, is a one-line ``config_error`` here, before anything starts."""
+        return cls(check_settings(settings if settings is not None else load_settings()))
 
     def _once(self, name: str, make: Callable[[], T]) -> T:
         with self._lock:
@@ -72,7 +74,7 @@ class Services:
     def store(self) -> SessionStore:
         from search.sessions.store import open_store
 
-        return self._once("store", lambda: open_store(self.settings))
+        return self._once("store", lambda: open_store(self.settings, shared=capabilities_of(self.settings).shared))
 
     @property
     def sessions(self) -> SessionService:

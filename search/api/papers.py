@@ -29,9 +29,10 @@ def _sessions(request: Request) -> SessionService:  # read here, not as a depend
 
 
 def _inline(request: Request, body: SearchRequest) -> bool:
-    """A BM25 search on the embedded engine is CPU work on files already open: it runs on the event loop (one worker
-    per core keeps the cores busy); the cluster engine and dense models do I/O and take the hop."""
-    return body.mode == "bm25" and request.app.state.settings.engine_kind == "embedded"
+    """A BM25 search on an engine that searches in process (``Capabilities.in_process``: the embedded engine) is CPU
+    work on files already open: it runs on the event loop (one worker per core keeps the cores busy); a cluster
+    engine and dense models do I/O and take the hop."""
+    return body.mode == "bm25" and _svc(request).engine().capabilities.in_process
 
 
 @router.get("/health", tags=["service"])

@@ -109,7 +109,7 @@ def serve_banner(settings, host: str, port: int, workers: int, access_log: bool)
     onts = ", ".join(services.terms.names()) or "none (`flysift index ontology`)"
     return "\n".join([
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
-        f"  engine: {settings.engine_kind}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
+        f"  engine: {services.engine().name}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
         f"  docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
         f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
     ])

@@ -24,11 +24,11 @@ from search.core.models import (
     PassageSearchResults,
     Section,
 )
-from search.core.names import PATTERNS, check_collection
+from search.core.names import DEFAULT_COLLECTION, PATTERNS, check_collection
 from search.core.query import EngineQuery, Filters
 from search.engines import Engine, open_engine
+from search.engines.dense import DenseIndex
 from search.retrieval.cursors import CursorSigner, load_secret
-from search.retrieval.dense import DenseIndex, DenseUnavailable
 from search.retrieval.fusion import rrf
 from search.retrieval.planner import describe, explain, gene_in_title, plan
 from search.text.passages import split_passages
@@ -65,15 +65,13 @@ class SearchService:
                 self._engines[collection] = open_engine(self.settings, collection=collection)
             return self._engines[collection]
 
-    def dense(self, collection: str = "default") -> DenseIndex:
-        """The collection's dense index (loaded lazily; raises ``DenseUnavailable`` on search when not built)."""
-        self.engine(collection)  # validates the name
-        if self.settings.engine_kind != "embedded":
-            raise DenseUnavailable("Dense and hybrid search need the embedded engine: the dense index lives beside "
-                                   "its builds.", details={"engine": self.settings.engine_kind})
+    def dense(self, collection: str = DEFAULT_COLLECTION) -> DenseIndex:
+        """The collection's dense index (loaded lazily; ``DenseUnavailable`` at once for an engine it cannot live
+        beside, on search when it is not built)."""
+        engine = self.engine(collection)  # validates the name
         with self._lock:
             if collection not in self._dense:
-                self._dense[collection] = DenseIndex(self.settings.data_dir, collection)
+                self._dense[collection] = DenseIndex(engine, self.settings.data_dir)
             return self._dense[collection]
 
     # ---- limits -----------------------------------------------------------------------------------------------

@@ -55,8 +55,11 @@ class SessionStore(Protocol):
     def close(self) -> None: ...
 
 
-def open_store(settings: Settings) -> SessionStore:
-    kind = settings.session_store or ("cluster" if settings.engine_kind == "cluster" else "sqlite")
+def open_store(settings: Settings, *, shared: bool = False) -> SessionStore:
+    """The store ``settings.session_store`` names; by default the cluster store where the index is ``shared`` by
+    several machines (``Capabilities.shared`` of the engine: ``search.services.Services.store`` passes it), else
+    SQLite in the data directory."""
+    kind = settings.session_store or ("cluster" if shared else "sqlite")
     if kind == "cluster":
         from search.sessions.cluster_store import ClusterStore
 

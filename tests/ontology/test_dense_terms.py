@@ -16,11 +16,11 @@ from fastapi.testclient import TestClient
 
 from search.core.errors import InvalidRequest
 from search.core.models import Synonym
+from search.engines.dense import DenseUnavailable
 from search.engines.embedded.terms import TermIndex
 from search.ontology import dense_terms
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
-from search.retrieval.dense import DenseUnavailable
 
 from helpers import term_service
 

@@ -26,7 +26,6 @@ from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
 from search.ontology.rerank_model import RerankModel
-from search.retrieval import dense
 from search.text.lexicon import Lexicon
 
 from helpers import term_service
@@ -230,8 +229,6 @@ def test_collection_names_are_checked_before_any_path(tmp_path, client):
     for name in COLLECTION_NAMES:
         with pytest.raises(InvalidRequest):
             EmbeddedEngine(tmp_path, name)
-        with pytest.raises(InvalidRequest):
-            dense.collection_dir(tmp_path, name)
     assert not (tmp_path / "collections").exists()
     r = client.get("/v1/stats", params={"collection": "default\n"})   # `$` let a trailing newline through
     assert r.status_code == 422, r.text

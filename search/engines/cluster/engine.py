@@ -47,6 +47,7 @@ from search.core.models import (
 )
 from search.core.names import index_missing
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery
+from search.engines.cluster import CAPABILITIES
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.mappings import (
@@ -65,6 +66,7 @@ from search.engines.cluster.mappings import (
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
 from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
 from search.engines.guards import BuildRefused, publish_refusal
+from search.engines.protocol import PublishedBuild
 from search.text.analysis import stem
 from search.text.snippets import Highlighter, paper_snippets
 from search.text.term_search import engine_score, term_hit
@@ -215,6 +217,7 @@ class ClusterEngine:
     """The ``Engine`` protocol over an Elasticsearch 8 or OpenSearch cluster."""
 
     name = "cluster"
+    capabilities = CAPABILITIES
 
     def __init__(self, settings: Settings, collection: str = "default", *, chunk_bytes: int = 5_000_000,
                  max_retries: int = 6, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
@@ -526,6 +529,9 @@ class ClusterEngine:
 
     def has_index(self) -> bool:
         return bool(self._alias_targets(self.alias("papers")))
+
+    def published_files(self) -> PublishedBuild:
+        raise NotImplementedError("a cluster build is a set of indices, not a folder (capabilities.local_builds)")
 
     def get_paper(self, pmcid: str) -> Paper | None:
         try:

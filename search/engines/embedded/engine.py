@@ -81,11 +81,12 @@ from search.core.query import (
     EngineQuery,
     recorded_weights,
 )
-from search.engines.embedded import paper_store
+from search.engines.embedded import CAPABILITIES, paper_store
 from search.engines.embedded.match import any_of
 from search.engines.embedded.paper_store import PaperStore, StoredPaper
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
+from search.engines.protocol import PublishedBuild
 from search.text.analysis import ANALYZERS, analyze, stem
 from search.text.passages import abstract_paragraphs
 from search.text.snippets import Highlighter, paper_snippets
@@ -551,6 +552,7 @@ class EmbeddedEngine:
     """The ``Engine`` protocol over tantivy; see the module docstring for the on-disk layout."""
 
     name = "embedded"
+    capabilities = CAPABILITIES
 
     def __init__(self, data_dir: Path | str, collection: str = DEFAULT_COLLECTION, *,
                  min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None,
@@ -606,6 +608,13 @@ class EmbeddedEngine:
 
     def has_index(self) -> bool:
         return (self.dir / "CURRENT").exists()
+
+    def published_files(self) -> PublishedBuild:
+        build = _current_build(self.dir)
+        if not isinstance(build, str):
+            raise index_missing(self.collection, f"Collection {self.collection!r} has no index yet in "
+                                f"{self.data_dir}: run `flysift index corpus …` (or `flysift demo`) first.")
+        return PublishedBuild(build, self.dir / "builds" / build)
 
     def _compile(self, query: EngineQuery, schema: tantivy.Schema, fields: dict[str, float],
                  section_field: str) -> tantivy.Query:
