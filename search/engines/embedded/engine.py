@@ -1,16 +1,14 @@
 """The embedded engine: tantivy indices in a data directory, no server.
 
-Layout of ``<data_dir>/collections/<collection>/``::
+Layout of ``<data_dir>/collections/<collection>/`` (``LAYOUT`` 5)::
 
     CURRENT                    {"build": "<id>"}: the published build; replaced atomically (write + rename)
-    builds/<id>/papers/        paper-level tantivy index
-    builds/<id>/passages/      passage-level tantivy index; stored docs hold a passage's place (ids, offsets), not
-                               its text (layout 2+; layout-1 builds stored the text too, and are still read)
-    builds/<id>/papers.db      the paper store (``search.engines.embedded.paper_store``): full papers, served by
-                               fetch and kept out of the paper index so that search loads only small stored fields;
-                               passage texts are sliced from its paragraphs (``paragraph[start:end]``). Layout 3+
-                               keeps body paragraphs in compressed blocks of a few KB, so a passage hit decompresses
-                               one block, not its whole paper (builds before it hold one compressed JSON per paper)
+    builds/<id>/papers/        paper-level tantivy index: one field per view (``text_w``/``text_s``) holding title,
+                               abstract and body as separate values, each repeated by its field weight
+                               (``Bm25Params.repeats``, kept in ``build.json``)
+    builds/<id>/passages/      passage-level tantivy index; stored docs hold a passage's place (ids, offsets)
+    builds/<id>/papers.db      the paper store (``search.engines.embedded.paper_store``): full papers for fetch, body
+                               paragraphs in compressed blocks of a few KB that passage texts are sliced from
     builds/<id>/build.json     fingerprint, layout, status (building|published), resume state
     write.lock                 held by the one process writing a build (tantivy allows one writer)
 
@@ -21,23 +19,14 @@ input or removed by the next run of any other, so neither holds the disk for lon
 request and reopen when it changed: the service picks up new builds without a restart. Ontology terms live in
 ``<data_dir>/terms`` (see ``search.engines.embedded.terms``).
 
-Each text is analysed once (layout 2): ``_prepare`` (run by the indexer in worker processes) turns every passage
-into its word- and symbol-view tokens (``search.text.tokens``), and every field is indexed from such space-joined
-tokens with the whitespace tokenizer (``PRE_ANALYZED``). A paper's abstract and body fields are its passages' token
-strings joined (passages cover every word of every paragraph, and no token spans whitespace), so positions, lengths
-and BM25 scores are those of analysing the paper's text itself. Queries are analysed as before
-(``search.text.analysis``), whichever layout a build has.
+Each text is analysed once: ``_prepare`` (run by the indexer in worker processes) turns every passage into its word-
+and symbol-view tokens (``search.text.tokens``), indexed with the whitespace tokenizer (``PRE_ANALYZED``); a paper's
+fields are its passages' token strings joined, so positions, lengths and BM25 scores are those of analysing the
+paper's text itself. The symbol view has no positions (a symbol-view clause is one token). Queries are analysed by
+``search.text.analysis``.
 
-Layout 4 indexes the symbol view without positions (term frequencies and lengths only, so BM25 scores are the
-same): a symbol-view clause is one token (``search.retrieval.planner``: symbols are single tokens, and every phrase
-is read in the word view), so positions there were never read. A phrase asked of the symbol view of such a build is
-matched as all of its tokens.
-
-Layout 5 indexes a paper as one field per view, ``text_w``/``text_s``: its title, abstract and body as separate
-values (no phrase spans two), each written as many times as the collection's field weight says (``Bm25Params.repeats``,
-kept in ``build.json``). A word then has one document frequency and one saturation over the whole paper, where the
-per-field fields before scored a word rare in titles as rare even when every body has it (docs/search.md, "Scoring").
-Builds of layouts 1-4 are still served, per field, with query-time boosts (``Bm25Params.per_field``).
+Builds of the older layouts 1-4 (CHANGELOG.md) are still served, per field with query-time boosts
+(``Bm25Params.per_field``), and deprecated: ``flysift upgrade`` rewrites them in the current layout.
 """
 
 from __future__ import annotations
