@@ -113,8 +113,8 @@ def ir_cmd(collection_dir: Path, modes: tuple[str, ...], baselines: tuple[Path, 
     per_query.json, TREC run files, report.md and per_query_delta.png. Each stage prints a line; on a terminal a
     bar counts the queries."""
     from eval.ir import evaluate_collection
-    from search.cli.progress import Progress
     from search.client import Client
+    from search.core.progress import Progress
 
     with Progress("queries", json_lines=as_json) as progress, Client(url, api_key=api_key) as client:
         counted = _CountingClient(client, progress)

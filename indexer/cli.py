@@ -10,7 +10,7 @@ from indexer.dense_cli import dense
 from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, MAX_DEFAULT_WORKERS, POOL_MIN_BYTES, index_corpus, summary_line
 from search.cli.options import data_dir_option, settings_for
-from search.cli.progress import Progress
+from search.core.progress import Progress
 from search.services import Services
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from search.cli.options import data_dir_option, settings_for
-from search.cli.progress import Progress
+from search.core.progress import Progress
 from search.engines.dense import (
     BACKEND_ENV,
     BACKENDS,

@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from search.cli.options import data_dir_option, settings_for
-from search.cli.progress import Progress
 from search.core.names import ONTOLOGY_PATTERN, is_valid
+from search.core.progress import Progress
 
 
 def name_mismatch(name: str, ids: Sequence[str]) -> str | None:
