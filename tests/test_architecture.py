@@ -289,8 +289,10 @@ def test_a_planted_violation_fails_every_rule(tmp_path: Path):
     assert found["search_imports_other_packages"] == ["search.core.planted_up imports indexer.pipeline"]
     assert found["clients_off_the_allow_list"] == ["eval.planted_client imports search.retrieval.service"]
     assert found["thin_layers_off_their_list"] == ["search.schema.planted_thin imports search.sessions.service"]
-    assert found["indexer_http"] == ["indexer.planted_http imports search.api.app", "indexer.planted_http imports httpx"]
-    assert found["below_the_engine_protocol"] == ["search.api.planted_engine imports search.engines.embedded.engine"]
+    assert found["indexer_http"] == ["indexer.planted_http imports search.api.app",
+                                     "indexer.planted_http imports httpx"]
+    assert found["below_the_engine_protocol"] == [
+        "search.api.planted_engine imports search.engines.embedded.engine"]
     assert found["outside_the_composition_root"] == ["bench/planted_root.py:2 constructs TermService",
                                                      "search/api/planted_kind.py:2 reads engine_kind"]
     assert found["oversized"] == [f"indexer/planted_big.py: {MAX_LINES + 1} lines"]
