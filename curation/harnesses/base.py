@@ -67,9 +67,6 @@ class ToolBox:
             raise LLMError(f"the MCP server does not offer {missing}")
         return cls(server, names, openai_tools(listed[n] for n in names))
 
-    def subset(self, names: Sequence[str]) -> ToolBox:
-        return ToolBox(self.server, names, [s for s in self.specs if s["function"]["name"] in names])
-
     async def call(self, name: str, arguments: dict[str, Any] | str) -> str:
         if name not in self.names:
             return _error(f"Unknown tool {name!r}; use one of {list(self.names)}.", "unknown_tool")

@@ -59,10 +59,6 @@ def check_collection(name: object, field: str = "collection") -> str:
     return check("collection", name, field)
 
 
-def check_build_id(name: object, field: str = "build_id") -> str:
-    return check("build_id", name, field)
-
-
 def is_valid(kind: str, name: object) -> bool:
     return isinstance(name, str) and PATTERNS[kind].fullmatch(name) is not None
 
