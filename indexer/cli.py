@@ -10,6 +10,7 @@ from indexer.dense_cli import dense
 from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, MAX_DEFAULT_WORKERS, POOL_MIN_BYTES, index_corpus, summary_line
 from search.cli.options import data_dir_option, settings_for
+from search.core.names import DEFAULT_COLLECTION
 from search.core.progress import Progress
 from search.services import Services
 
@@ -30,7 +31,7 @@ index.add_command(dense)
               show_default=True)
 @click.option("--id-map", type=click.Path(exists=True, path_type=Path),
               help="TSV of file name, PMCID, PMID for XML files without a PMCID (e.g. CRAFT's craft-idmappings.txt)")
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--strict", is_flag=True, help="Stop at the first bad record instead of reporting it")
 @click.option("--no-resume", is_flag=True, help="Start a fresh build even if an interrupted one matches these inputs")
 @click.option("--commit-every", type=click.IntRange(min=1), default=COMMIT_EVERY, show_default=True,

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from search.cli.options import data_dir_option, settings_for
+from search.core.names import DEFAULT_COLLECTION
 from search.core.progress import Progress
 from search.engines.dense import (
     BACKEND_ENV,
@@ -25,7 +26,7 @@ from search.services import Services
 
 @click.command("dense")
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--device", type=click.Choice(DEVICES), envvar=DEVICE_ENV, default="auto", show_default=True,
               help=f"cuda when torch sees a GPU, else cpu (env {DEVICE_ENV}); an absent cuda is an error")
 @click.option("--backend", type=click.Choice(BACKENDS), envvar=BACKEND_ENV, default="auto", show_default=True,

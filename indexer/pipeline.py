@@ -36,6 +36,7 @@ from indexer.sources import IdMap, Unit, iter_units, parse_unit
 from search.builds.service import prepare
 from search.core.errors import InputError, Unavailable
 from search.core.models import IndexSummary, Paper, Passage, Reject
+from search.core.names import DEFAULT_COLLECTION
 from search.engines import BuildRefused, storage_error
 from search.services import Services
 
@@ -172,7 +173,7 @@ def fingerprint(paths: Iterable[Path], fmt: str, id_map: Path | None) -> str:
 
 
 def index_corpus(paths: list[Path], services: Services, *, fmt: str = "auto", id_map: Path | None = None,
-                 strict: bool = False, resume: bool = True, collection: str = "default",
+                 strict: bool = False, resume: bool = True, collection: str = DEFAULT_COLLECTION,
                  commit_every: int = COMMIT_EVERY, progress: Callable[[int, int | None], None] | None = None,
                  warn: Callable[[str], None] = log.warning, allow_shrink: bool = False,
                  workers: int | None = None) -> IndexSummary:

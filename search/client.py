@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel
 
 from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
+from search.core.names import DEFAULT_COLLECTION
 from search.core.query import Filters
 from search.schema.flyaoc import ValidationReport
 from search.schema.hidden import HiddenSpec
@@ -189,7 +190,7 @@ class _Endpoints:
     def health(self) -> dict[str, Any]:
         return self._send(_Request("GET", "/v1/health"))
 
-    def stats(self, collection: str = "default") -> IndexStats:
+    def stats(self, collection: str = DEFAULT_COLLECTION) -> IndexStats:
         return self._send(_Request("GET", "/v1/stats", _model(IndexStats), params={"collection": collection}))
 
     # ---- papers and passages ----------------------------------------------------------------------------------
@@ -208,7 +209,7 @@ class _Endpoints:
         return body
 
     def search_papers(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
-                      snippets: bool | None = None, collection: str = "default", gene: str | None = None,
+                      snippets: bool | None = None, collection: str = DEFAULT_COLLECTION, gene: str | None = None,
                       mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PaperSearchResults:
         """Papers, best first (BM25 by default; gene symbols are case-sensitive; ``mode`` dense or hybrid needs the
         collection's dense index). Searching never spends budget."""
@@ -217,7 +218,7 @@ class _Endpoints:
                                                           mode)))
 
     def search_passages(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
-                        snippets: bool | None = None, collection: str = "default", gene: str | None = None,
+                        snippets: bool | None = None, collection: str = DEFAULT_COLLECTION, gene: str | None = None,
                         mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PassageSearchResults:
         """Evidence passages (paragraphs with stable ids and character offsets), best first."""
         return self._send(_Request("POST", "/v1/passages/search", _model(PassageSearchResults),
@@ -225,7 +226,7 @@ class _Endpoints:
                                                           mode)))
 
     def get_paper(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
-                  cursor: str | None = None, collection: str = "default") -> PaperText:
+                  cursor: str | None = None, collection: str = DEFAULT_COLLECTION) -> PaperText:
         """One page of a paper's text; ``next_cursor`` continues it. In a session, reading spends budget."""
         return self._send(_Request("GET", f"/v1/papers/{pmcid}", _model(PaperText),
                                    params=_params(sections=list(sections) if sections is not None else None,
@@ -439,7 +440,7 @@ class Client(_Endpoints):
         return _result(req, resp)
 
     def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
-                         collection: str = "default") -> Iterator[PaperText]:
+                         collection: str = DEFAULT_COLLECTION) -> Iterator[PaperText]:
         """Every page of a paper, following ``next_cursor``."""
         sections = list(sections) if sections is not None else None
         return _follow(lambda cursor: self.get_paper(pmcid, sections, max_chars, cursor, collection))
@@ -481,8 +482,8 @@ class AsyncClient(_Endpoints):
             raise _transport_error(self.base_url, exc) from exc
         return _result(req, resp)
 
-    async def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None,
-                               max_chars: int | None = None, collection: str = "default") -> AsyncIterator[PaperText]:
+    async def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
+                               collection: str = DEFAULT_COLLECTION) -> AsyncIterator[PaperText]:
         """Every page of a paper, following ``next_cursor``."""
         sections = list(sections) if sections is not None else None
         cursor = None

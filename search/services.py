@@ -68,7 +68,9 @@ class Services:
     def terms(self) -> TermService:
         from search.ontology.service import TermService
 
-        return self._once("terms", lambda: TermService(self.settings.data_dir, self.engine()))
+        return self._once("terms", lambda: TermService(self.settings.data_dir, self.engine(),
+                                                       max_limit=self.settings.max_page_size,
+                                                       max_query_chars=self.settings.max_query_chars))
 
     @property
     def store(self) -> SessionStore:

@@ -45,3 +45,29 @@ def test_one_build_service_writes_for_both_paths(tmp_path: Path):
     writer = builds.open("default", "fingerprint-1", resume=False)
     assert writer.collection == "default" and writer.id != build_id
     writer.abort(discard=True)
+
+
+def test_term_limits_come_from_the_settings(tmp_path: Path):
+    """The term routes have no limits of their own: a term search, a resolve and the FlyAOC term tools answer at
+    most ``max_page_size`` hits and take queries of at most ``max_query_chars``, as paper search does, and the
+    OpenAPI document says so."""
+    from fastapi.testclient import TestClient
+
+    from search.ontology.model import Ontology
+
+    settings = Settings(data_dir=tmp_path, max_page_size=3, max_query_chars=20)
+    services = Services.open(settings)
+    services.terms.index_ontology(Ontology.load(Path(__file__).parent / "fixtures" / "mini.obo", "go",
+                                                cache_dir=tmp_path / "cache"))
+    with TestClient(create_app(services=services)) as client:
+        assert len(client.get("/v1/terms/search", params={"query": "activity", "limit": 3}).json()["hits"]) == 3
+        for path, params in (("/v1/terms/search", {"query": "activity", "limit": 4}),
+                             ("/v1/terms/resolve", {"text": "activity", "limit": 4}),
+                             ("/v1/flyaoc/search_go_terms", {"query": "activity", "limit": 4})):
+            r = client.get(path, params=params)
+            assert r.status_code == 422 and "between 1 and 3" in r.json()["error"]["message"], (path, r.text)
+        r = client.get("/v1/terms/search", params={"query": "a" * 21})
+        assert r.status_code == 422 and "longer than 20" in r.json()["error"]["message"]
+        doc = client.get("/openapi.json").json()
+        limit = next(p for p in doc["paths"]["/v1/terms/search"]["get"]["parameters"] if p["name"] == "limit")
+        assert limit["schema"]["maximum"] == 3

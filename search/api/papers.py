@@ -42,7 +42,7 @@ def health(request: Request) -> dict:
 
 
 @router.get("/stats", response_model=IndexStats, tags=["service"])
-def stats(search: Search, collection: str = "default") -> IndexStats:
+def stats(search: Search, collection: str = DEFAULT_COLLECTION) -> IndexStats:
     """Counts of the published build. The default collection answers zeros before it is indexed; any other collection
     without a published build does not exist (404)."""
     st = search.engine(collection).stats()
@@ -84,7 +84,7 @@ async def get_paper(pmcid: str, request: Request, session: CurrentSession,
                                                           "selects the abstract")] = None,
                     max_chars: Annotated[int | None,
                                          Query(description="Page size in characters; a cursor continues")] = None,
-                    cursor: str | None = None, collection: str = "default") -> Response:
+                    cursor: str | None = None, collection: str = DEFAULT_COLLECTION) -> Response:
     """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
     X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see
     ``search.sessions.policy``), and cursors are signed for the session that got them."""

@@ -71,7 +71,7 @@ async def search_terms(request: Request,
                        query: str | None = Query(None, description="Words, a phrase or a term id (required)"),
                        ontology: str = Query("go", description="go, fbbt, fbdv (or another indexed name)"),
                        aspect: str | None = Query(None, description="GO aspect P, F or C"),
-                       limit: int = Query(10, ge=1, le=100), include_obsolete: bool = False,
+                       limit: int = Query(10, ge=1), include_obsolete: bool = False,
                        q: str | None = Query(None, deprecated=True,
                                              description="Deprecated alias of query (removed in the next release)"),
                        mode: Literal["bm25", "dense", "hybrid"] = Query(
@@ -90,7 +90,7 @@ async def search_terms(request: Request,
 @lean
 async def resolve_terms(request: Request,
                         text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
-                        ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1, le=100),
+                        ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1),
                         h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """Visible terms ranked for a free-text description (post-hoc resolution of natural-language outputs), as
     ``{ontology, text, aspect, hidden, results}`` (a bare list before this release)."""
@@ -132,7 +132,7 @@ FlyaocTerms = list[dict[str, Any]]
 @router.get("/flyaoc/search_go_terms", tags=["flyaoc"], response_model=FlyaocTerms)
 @lean
 async def search_go_terms(request: Request, query: str, aspect: str | None = None,
-                          limit: int = Query(10, ge=1, le=100), h: HiddenQuery = Depends(hidden_spec)) -> Response:
+                          limit: int = Query(10, ge=1), h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """``search_go_terms``: ``{go_id, name, namespace, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("go", query, aspect=aspect, limit=limit, hidden=h.hidden,
                                                             hidden_descendants=h.descendants))
@@ -140,21 +140,21 @@ async def search_go_terms(request: Request, query: str, aspect: str | None = Non
 
 @router.get("/flyaoc/search_anatomy_terms", tags=["flyaoc"], response_model=FlyaocTerms)
 @lean
-async def search_anatomy_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> Response:
+async def search_anatomy_terms(request: Request, query: str, limit: int = Query(10, ge=1)) -> Response:
     """``search_anatomy_terms``: ``{fbbt_id, name, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("fbbt", query, limit=limit))
 
 
 @router.get("/flyaoc/search_stage_terms", tags=["flyaoc"], response_model=FlyaocTerms)
 @lean
-async def search_stage_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> Response:
+async def search_stage_terms(request: Request, query: str, limit: int = Query(10, ge=1)) -> Response:
     """``search_stage_terms``: ``{fbdv_id, name, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("fbdv", query, limit=limit))
 
 
 @router.get("/flyaoc/get_term_children", tags=["flyaoc"], response_model=dict[str, Any])
 @lean
-async def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1, le=100),
+async def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1),
                             relations: str = Query("is_a", description=Relations.description),
                             h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """``get_term_children``: ``{term_id, term_name, children_count, children, truncated}``. Errors carry FlyAOC's

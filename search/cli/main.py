@@ -17,6 +17,7 @@ import click
 
 from search.cli.options import data_dir_option, echo_json, print_table, settings_for
 from search.core.errors import FlysiftError
+from search.core.names import DEFAULT_COLLECTION
 
 
 class _Group(click.Group):
@@ -128,7 +129,7 @@ def default_workers() -> int:
 @data_dir_option
 @click.option("--limit", "-n", type=int, default=10, show_default=True)
 @click.option("--offset", type=int, default=0)
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--year-from", type=int)
 @click.option("--year-to", type=int)
 @click.option("--section", "sections", multiple=True, help="Only papers with this section type (repeatable)")
@@ -158,7 +159,7 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
 @click.argument("query")
 @data_dir_option
 @click.option("--limit", "-n", type=int, default=10, show_default=True)
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the REST response body (POST /v1/passages/search)")
 def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_json: bool) -> None:
     """Search evidence passages (paragraphs with stable ids and offsets)."""
@@ -175,7 +176,7 @@ def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_
 
 @main.command()
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 def stats(data_dir: Path | None, collection: str) -> None:
     """Print index statistics as JSON."""
     from search.services import Services

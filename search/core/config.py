@@ -25,6 +25,9 @@ CONFIG_ENV = "FLYSIFT_CONFIG"
 ENV_PREFIX = "FLYSIFT_"
 #: characters of a refused value an error quotes
 MAX_QUOTED = 60
+#: the default request limits (settings ``max_page_size`` and ``max_query_chars``), for papers, passages and terms
+MAX_PAGE_SIZE = 100
+MAX_QUERY_CHARS = 1000
 
 
 def _config_error(message: str) -> FlysiftError:
@@ -150,9 +153,11 @@ class Settings(Model):
     cluster_bulk_concurrency: int | None = Field(None, ge=1, le=32, description="_bulk requests in flight while "
                                                  "indexing; default 2 per data node, at least 2")
 
-    # request limits
-    max_query_chars: int = 1000
-    max_page_size: int = 100
+    # request limits: of paper, passage and term searches alike
+    max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1, description="Longest query (characters) of a paper, "
+                                 "passage or term search")
+    max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Most hits one search answers (papers, passages, "
+                               "terms, the FlyAOC term tools)")
     max_offset: int = 10_000
     default_paper_max_chars: int = 40_000
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "

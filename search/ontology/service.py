@@ -21,6 +21,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from search.core.config import MAX_PAGE_SIZE, MAX_QUERY_CHARS
 from search.core.errors import IndexMissing, InvalidRequest, NotFound
 from search.core.models import Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
@@ -54,8 +55,6 @@ if TYPE_CHECKING:
     from search.ontology.dense_terms import DenseTermIndexes
 
 ASPECTS = ("P", "F", "C")
-MAX_LIMIT = 100
-MAX_QUERY_CHARS = 1000
 FLYAOC_NOT_FOUND = "Term not found in ontology"
 FLYAOC_BAD_PREFIX = "Unknown ontology prefix. Use GO:, FBbt:, or FBdv:"
 #: file names under ``<data_dir>/ontologies``: the compact ontology and the re-ranker's model
@@ -81,9 +80,12 @@ class TermService:
     terms are searched on the cluster the indexer wrote them to. A tool or test that holds a folder passes the
     embedded engine of that folder (``search.engines.open_local``); the service never picks an engine itself."""
 
-    def __init__(self, data_dir: Path | str, engine: TermEngine):
+    def __init__(self, data_dir: Path | str, engine: TermEngine, *, max_limit: int = MAX_PAGE_SIZE,
+                 max_query_chars: int = MAX_QUERY_CHARS):
+        """``max_limit`` and ``max_query_chars`` are the settings ``max_page_size`` and ``max_query_chars``."""
         self.data_dir = Path(data_dir)
         self.engine = engine
+        self.max_limit, self.max_query_chars = max_limit, max_query_chars
         self._onts: dict[str, tuple[int, Ontology]] = {}
         self._lex: dict[str, tuple[tuple[int, int | None], RerankModel]] = {}
         self._lock = threading.RLock()
@@ -313,13 +315,13 @@ class TermService:
                 out.append(h.model_copy(update=update))
         return out
 
-    @staticmethod
-    def _check_query(query: str) -> str:
+    def _check_query(self, query: str) -> str:
         query = (query or "").strip()
         if not query:
             raise InvalidRequest("query: empty query", details={"field": "query"})
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidRequest(f"query: longer than {MAX_QUERY_CHARS} characters", details={"field": "query"})
+        if len(query) > self.max_query_chars:
+            raise InvalidRequest(f"query: longer than {self.max_query_chars} characters",
+                                 details={"field": "query", "max": self.max_query_chars})
         return query
 
     @staticmethod
@@ -333,10 +335,10 @@ class TermService:
                                  details={"field": "aspect", "valid": list(ASPECTS) + sorted(GO_ASPECTS)})
         return a
 
-    @staticmethod
-    def _check_limit(limit: int) -> int:
-        if not 1 <= int(limit) <= MAX_LIMIT:
-            raise InvalidRequest(f"limit: must be between 1 and {MAX_LIMIT}", details={"field": "limit"})
+    def _check_limit(self, limit: int) -> int:
+        if not 1 <= int(limit) <= self.max_limit:
+            raise InvalidRequest(f"limit: must be between 1 and {self.max_limit}",
+                                 details={"field": "limit", "max": self.max_limit})
         return int(limit)
 
     def _relations(self, ont: Ontology, relations: str | Iterable[str] | None) -> list[str]:

@@ -58,7 +58,7 @@ class SearchService:
                                                         self.settings.data_dir))
             return self._signer
 
-    def engine(self, collection: str = "default") -> Engine:
+    def engine(self, collection: str = DEFAULT_COLLECTION) -> Engine:
         check_collection(collection)
         with self._lock:
             if collection not in self._engines:
@@ -112,7 +112,7 @@ class SearchService:
         return plan(text, filters=filters, expansions=expansions, known_symbols=known_symbols, foldable=foldable)
 
     def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
-                      snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
+                      snippets: bool = False, collection: str = DEFAULT_COLLECTION, expansions: Iterable[str] = (),
                       known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
                       explain_plan: bool = False, foldable: frozenset[str] = frozenset()) -> PaperSearchResults:
         """Papers by BM25, by their nearest passage (dense: cosine of the best passage) or by RRF of both (hybrid).
@@ -139,7 +139,7 @@ class SearchService:
         return res
 
     def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
-                        snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
+                        snippets: bool = True, collection: str = DEFAULT_COLLECTION, expansions: Iterable[str] = (),
                         known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
                         explain_plan: bool = False, foldable: frozenset[str] = frozenset()) -> PassageSearchResults:
         """Passages by BM25, by embedding cosine (dense) or by RRF of both (hybrid); dense-only hits carry no
@@ -167,14 +167,14 @@ class SearchService:
         return res
 
     # ---- reading ----------------------------------------------------------------------------------------------
-    def get_paper(self, pmcid: str, collection: str = "default") -> Paper:
+    def get_paper(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> Paper:
         paper = self.engine(collection).get_paper(pmcid)
         if paper is None:
             raise PaperNotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
         return paper
 
     def paper_text(self, pmcid: str, *, sections: list[str] | None = None, max_chars: int | None = None,
-                   cursor: str | None = None, collection: str = "default", reader: str = "") -> PaperText:
+                   cursor: str | None = None, collection: str = DEFAULT_COLLECTION, reader: str = "") -> PaperText:
         """A page of a paper's text: at most ``max_chars`` characters of paragraphs, then a cursor to continue.
 
         Paragraphs are never reordered; one longer than the page is cut and continued on the next page. Cursors are

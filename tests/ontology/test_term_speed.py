@@ -78,7 +78,7 @@ def test_search_reads_no_ontology(data_dir, monkeypatch):
     def refuse(*_a, **_k):
         raise AssertionError("a search read the ontology")
     monkeypatch.setattr(Ontology, "read", refuse)
-    monkeypatch.setattr(ontology_model, "_parse_obo", refuse)
+    monkeypatch.setattr(ontology_model, "parse", refuse)
     svc = term_service(data_dir)
     for q in QUERIES:
         assert svc.search("go", q, limit=10) == full[q], q
