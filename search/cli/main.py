@@ -96,6 +96,7 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
 
 def serve_banner(settings, host: str, port: int, workers: int, access_log: bool) -> str:
     """What ``serve`` prints before it starts: the URL, the engine, the corpus, the ontologies and the docs."""
+    from search.engines import collections
     from search.services import Services
 
     services = Services.open(settings)
@@ -108,11 +109,13 @@ def serve_banner(settings, host: str, port: int, workers: int, access_log: bool)
     except FlysiftError as exc:
         corpus = f"no corpus indexed yet ({exc.code}): run `flysift demo` or `flysift index corpus`"
     onts = ", ".join(services.terms.names()) or "none (`flysift index ontology`)"
+    warnings = [f"  warning: {why}" for c in collections(settings) if (why := services.engine(c).outdated())]
     return "\n".join([
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
         f"  engine: {services.engine().name}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
         f"  docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
         f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
+        *warnings,
     ])
 
 

@@ -20,8 +20,8 @@ from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, StorageError,
 from search.engines.protocol import Build, Capabilities, Engine, PublishedBuild, TermEngine
 
 __all__ = ["MIN_PUBLISH_SHARE", "Build", "BuildRefused", "Capabilities", "Engine", "PublishedBuild", "StorageError",
-           "TermEngine", "capabilities_of", "check_settings", "open_engine", "open_local", "publish_refusal",
-           "storage_error"]
+           "TermEngine", "capabilities_of", "check_settings", "collections", "open_engine", "open_local",
+           "publish_refusal", "storage_error"]
 
 
 def capabilities_of(settings: Settings) -> Capabilities:
@@ -62,6 +62,16 @@ def open_engine(settings: Settings, *, collection: str = DEFAULT_COLLECTION) -> 
         return ClusterEngine(settings, collection=collection)
     return open_local(settings.data_dir, collection=collection, min_publish_share=settings.min_publish_share,
                       index_threads=settings.index_threads, field_weights=settings.bm25(collection).field_weights)
+
+
+def collections(settings: Settings) -> list[str]:
+    """The collections with a published build that ``flysift upgrade`` and the serve banner look at: every one in
+    the data directory for an engine whose builds are local folders, else the default collection."""
+    if not capabilities_of(settings).local_builds:
+        return [DEFAULT_COLLECTION]
+    from search.engines.embedded.layout import collection_names
+
+    return collection_names(settings.data_dir)
 
 
 def open_local(data_dir: Path | str, *, collection: str = DEFAULT_COLLECTION,

@@ -135,6 +135,14 @@ class Engine(TermEngine, Protocol):
     def has_index(self) -> bool:
         """Whether the collection has a published build (health answers with it; no error when it has none)."""
 
+    def outdated(self) -> str | None:
+        """Why the published build should be rewritten (an on-disk layout this engine reads only for now, to stop
+        reading after a deprecation): one line naming ``flysift upgrade``; None when it is current or absent."""
+
+    def scan_papers(self) -> Iterator[Paper]:
+        """Every paper of the published build (``flysift upgrade`` rewrites an outdated build from them); only asked
+        of an engine whose ``outdated()`` said so."""
+
     def published_files(self) -> PublishedBuild:
         """The published build's id and folder, for an engine with ``capabilities.local_builds`` (others raise
         ``NotImplementedError``); ``IndexMissing`` before the first publish. The folder changes with every publish."""

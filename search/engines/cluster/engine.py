@@ -533,6 +533,12 @@ class ClusterEngine:
     def published_files(self) -> PublishedBuild:
         raise NotImplementedError("a cluster build is a set of indices, not a folder (capabilities.local_builds)")
 
+    def outdated(self) -> str | None:
+        return None   # every build is written with the mappings of this version
+
+    def scan_papers(self) -> Iterator[Paper]:
+        raise NotImplementedError("no cluster build needs rewriting (outdated() is always None)")
+
     def get_paper(self, pmcid: str) -> Paper | None:
         try:
             res = self.t.request("GET", f"/{self.alias('papers')}/_doc/{quote(pmcid, safe='')}",
