@@ -91,7 +91,7 @@ def hidden_sizes(onts: dict[str, Ontology]) -> None:
 
 def wang_speed(data: Path, onts: dict[str, Ontology], seed: int) -> None:
     rng = random.Random(seed)
-    genes = [json.loads(line) for line in open(data / "flyaoc/data/ground_truth_top100.jsonl")]
+    genes = [json.loads(line) for line in (data / "flyaoc/data/ground_truth_top100.jsonl").read_text().splitlines()]
     print("\n## Wang similarity\n")
     w = WangSimilarity(onts["go"])
     checks = [(w.sim("GO:0000981", "GO:0003700"), 0.81454), (w.sim("GO:0005634", "GO:0005667"), 0.135278),

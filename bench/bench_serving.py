@@ -285,10 +285,7 @@ def http_matrix(base: str, server: psutil.Process, eps: dict[str, list[dict[str,
         for c in conns:
             before = cpu_per_call(*peer, ADJACENT_CALLS) if peer else None
             cpu0 = tree_cpu(server)
-            if wrk:
-                r = run_wrk(base, script, c, seconds)
-            else:
-                r = asyncio.run(_asyncio_load(base, reqs, c, seconds))
+            r = run_wrk(base, script, c, seconds) if wrk else asyncio.run(_asyncio_load(base, reqs, c, seconds))
             cpu = tree_cpu(server) - cpu0
             r |= {"endpoint": name, "connections": c, "client": "wrk" if wrk else "asyncio",
                   "server_cpu_ms_per_request": round(cpu / max(1, r["requests"]) * 1000, 3)}

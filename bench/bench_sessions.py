@@ -90,7 +90,7 @@ class Stats:
             async with client.request(method, url, json=json, params=params, headers=headers) as r:
                 raw = await r.read()
                 ctype = r.headers.get("content-type", "")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             self.errors[f"{tool}: {type(e).__name__}"] += 1
             return None
         self.ms[tool].append((time.perf_counter() - t0) * 1000)

@@ -172,7 +172,7 @@ def served(cmd: Sequence[str], ready_url: str, *, env: dict[str, str] | None = N
     """Start a server process, wait until ``ready_url`` answers 2xx, and stop it (SIGTERM, then SIGKILL) on exit."""
     import httpx
 
-    log = tempfile.TemporaryFile("w+")
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - the server's output, read after it stops
     proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + timeout_s

@@ -229,7 +229,7 @@ def index_corpus(paths: list[Path], services: Services, *, fmt: str = "auto", id
     preparing = Preparing(workers, preparer)
     try:
         rejects_path.parent.mkdir(parents=True, exist_ok=True)
-        rejects = open(rejects_path, "a+b")
+        rejects = open(rejects_path, "a+b")  # noqa: SIM115 - written all run long, closed in the finally
         rejects.truncate(state.get("rejects_bytes", 0))
         rejects.seek(0, 2)
         # records up to the last commit are read again but neither parsed nor added

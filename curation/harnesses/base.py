@@ -13,6 +13,7 @@ turn or cost limit, the time limit, or any error yields no output, as in FlyAOC'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -255,10 +256,8 @@ class Harness:
         usage = {**empty_usage(), **{k: v for k, v in llm.usage.items() if k != "priced"}}
         usage["cost_usd"] = llm.cost_usd
         usage["turns"] = sum(n for s, n in llm.calls_by_stream.items() if s == "agent" or s.startswith("agent:"))
-        try:
+        with contextlib.suppress(ClientError):
             usage["papers_read"] = client.get_session(session_id).budget_used
-        except ClientError:
-            pass
         return usage
 
 

@@ -6,7 +6,7 @@ Keys are printed once, at creation; the store keeps only their hash.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -22,7 +22,7 @@ def _store(data_dir: Path | None) -> SessionStore:
 
 
 def _when(t: float | None) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if t else ""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ") if t else ""
 
 
 @click.group()

@@ -403,7 +403,7 @@ def build_dense(engine: Engine, data_dir: Path | str, *, batch_size: int | None 
                             f"limited to {max_passages}: run `flysift index dense --collection {collection}` instead.",
                             details={"passages": total, "max": max_passages})
     name = model or model_name()
-    lock = open(build_dir / "dense.lock", "w")
+    lock = open(build_dir / "dense.lock", "w")  # noqa: SIM115 - held for the build, closed in the finally
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -210,7 +210,7 @@ class Ontology:
     # -- construction ----------------------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path, name: str, *, cache_dir: str | Path | None = None,
-             use_cache: bool = True) -> "Ontology":
+             use_cache: bool = True) -> Ontology:
         """Load an ontology file (OBO, OWL RDF/XML or OBO Graphs JSON, plain or gzipped: ``search.ontology.formats``),
         from the compact cache when the file was seen before (a cache file that does not read back is rebuilt)."""
         check_ontology(name, "name")   # part of the cache file's name
@@ -234,7 +234,7 @@ class Ontology:
 
     @classmethod
     def from_terms(cls, name: str, terms: Iterable[Term], source: str = "", data_version: str | None = None
-                   ) -> "Ontology":
+                   ) -> Ontology:
         """Build from :class:`Term` models (the shape engines receive); is_a qualifiers are not represented."""
         cols: dict[str, list] = {k: [] for k in ("ids", "names", "namespaces", "defs", "synonyms", "alt_ids",
                                                    "obsolete", "replaced_by", "consider")}
@@ -254,7 +254,7 @@ class Ontology:
         write_json_atomic(Path(path), _encode(self._d, self.sha256))
 
     @classmethod
-    def read(cls, path: str | Path) -> "Ontology":
+    def read(cls, path: str | Path) -> Ontology:
         """Read what :meth:`save` wrote; ``ValueError`` naming the file for anything else (``OSError`` when it
         cannot be opened)."""
         try:

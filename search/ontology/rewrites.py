@@ -224,9 +224,9 @@ def spelled(vocab: Vocabulary, ws: list[str]) -> list[str] | None:
     uses and the morphology does not know; None when none is corrected."""
     out, changed = list(ws), False
     for j, w in enumerate(ws):
-        if max_edits(w) and stem(w) not in vocab.idf and not vocab.morph.alternatives(w):
-            if (c := vocab.speller.correct(w)) is not None:
-                out[j], changed = c, True
+        if max_edits(w) and stem(w) not in vocab.idf and not vocab.morph.alternatives(w) and \
+                (c := vocab.speller.correct(w)) is not None:
+            out[j], changed = c, True
     return out if changed else None
 
 

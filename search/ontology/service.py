@@ -14,6 +14,7 @@ scores) and ``search.ontology.rerank_model`` (what is learned from the ontology)
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -267,10 +268,8 @@ class TermService:
         name = ontology.name if isinstance(ontology, Ontology) else ontology
         _, mtime = self._indexed(name)
         key: tuple[int, int | None] = (mtime, None)
-        try:
+        with contextlib.suppress(OSError):
             key = (mtime, self.model_path(name).stat().st_mtime_ns)
-        except OSError:
-            pass
         cached = self._lex.get(name)
         if cached is None or cached[0] != key:
             with self._lock:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any, Literal, NamedTuple
 
@@ -24,7 +24,7 @@ from search.core.errors import InvalidRequest
 NAMED_SETS: dict[str, str] = {"flyaoc": "flyaoc_hidden_go_terms.json"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def named_set(name: str) -> tuple[str, ...]:
     """The ids of a named hidden set."""
     if name not in NAMED_SETS:

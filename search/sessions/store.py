@@ -10,6 +10,7 @@ once, never for nothing).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
@@ -128,10 +129,8 @@ class SqliteStore:
                 store = ref()
                 if store is None:
                     return
-                try:
+                with contextlib.suppress(sqlite3.Error):   # busy or closed: the next tick, or SQLite's own, does it
                     store._conn().execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except sqlite3.Error:
-                    pass  # busy or closed: the next tick, or SQLite's own checkpoint, does it
                 del store
 
         self._checkpointer = threading.Thread(target=run, name="flysift-wal-checkpoint", daemon=True)

@@ -16,8 +16,8 @@ from search.api.fast import FASTAPI_INTERNALS, LEAN_ENDPOINTS, ROUTE_INTERNALS, 
 from search.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-HOW = ("search/api/fast.py uses FastAPI internals verified on FastAPI {v}.x: to move, raise the pin in pyproject.toml, "
-       "run tests/api/test_fast_path.py and fix what differs, then set VERIFIED_FASTAPI").format(v=VERIFIED_FASTAPI)
+HOW = (f"search/api/fast.py uses FastAPI internals verified on FastAPI {VERIFIED_FASTAPI}.x: to move, raise the pin "
+       "in pyproject.toml, run tests/api/test_fast_path.py and fix what differs, then set VERIFIED_FASTAPI")
 
 
 def test_the_installed_fastapi_is_the_verified_release():

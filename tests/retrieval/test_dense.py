@@ -272,9 +272,8 @@ def test_api_build_refuses_large_collections(live_server, monkeypatch):
     from search.client import Client, InvalidRequestError
 
     monkeypatch.setattr(builds_api, "API_DENSE_MAX_PASSAGES", 3)
-    with Client(live_server.url) as client:
-        with pytest.raises(InvalidRequestError) as e:
-            client.build_dense("default")
+    with Client(live_server.url) as client, pytest.raises(InvalidRequestError) as e:
+        client.build_dense("default")
     assert e.value.code == "limit_exceeded" and "flysift index dense" in e.value.message
 
 

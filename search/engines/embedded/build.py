@@ -6,6 +6,7 @@ run in the indexer's worker processes), and how many writer threads and how much
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import os
@@ -168,7 +169,7 @@ class EmbeddedBuild:
         self._pw = self._sw = self._db = None
         try:
             (collection_dir / "builds").mkdir(parents=True, exist_ok=True)
-            self._lock = open(collection_dir / "write.lock", "w")
+            self._lock = open(collection_dir / "write.lock", "w")  # noqa: SIM115 - held until publish or abort
         except OSError as exc:
             raise storage_error(exc, collection_dir) from exc  # type: ignore[misc]
         try:
@@ -336,10 +337,8 @@ class EmbeddedBuild:
     def _release(self) -> None:
         self._pw = self._sw = None
         if self._db is not None:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._db.close()
-            except sqlite3.Error:
-                pass
         self.is_open = False
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()

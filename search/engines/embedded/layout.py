@@ -5,6 +5,7 @@ files a collection keeps (``CURRENT``, ``build.json``). The write side is ``buil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -109,10 +110,8 @@ def _open_paper_db(path: Path) -> sqlite3.Connection:
 def _dir_bytes(path: Path) -> int:
     total = 0
     for f in path.rglob("*"):
-        try:
+        with contextlib.suppress(FileNotFoundError):  # an old build being dropped by a publish
             total += f.stat().st_size if f.is_file() else 0
-        except FileNotFoundError:  # an old build being dropped by a publish
-            pass
     return total
 
 
