@@ -4,6 +4,7 @@ error shape for every failure."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -69,7 +70,7 @@ def _shadowed_methods(app: FastAPI, routers: list) -> None:
                 app.add_api_route(fixed.path, _method_not_allowed(allow), methods=stolen, include_in_schema=False)
 
 
-def _method_not_allowed(allow: list[str]):
+def _method_not_allowed(allow: list[str]) -> Callable[[], None]:
     def method_not_allowed() -> None:
         raise StarletteHTTPException(405, f"Method not allowed; this path takes {', '.join(allow)}.",
                                      headers={"Allow": ", ".join(allow)})
@@ -96,11 +97,11 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.add_middleware(InputGuard)  # outermost: hostile bodies and URLs never reach the trace or a route
 
     @app.exception_handler(FlysiftError)
-    async def _flysift_error(_: Request, exc: FlysiftError):
+    async def _flysift_error(_: Request, exc: FlysiftError) -> JSONResponse:
         return _error(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError):
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         raw = exc.errors()
         if any(e.get("type") == "json_invalid" for e in raw):  # InputGuard reads JSON bodies first; kept for safety
             return _error(400, "invalid_json", "The body is not valid JSON.", {"field": "body"})
@@ -111,12 +112,12 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         return _error(422, "invalid_request", f"Invalid request: {msg}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException):
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception):
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
 

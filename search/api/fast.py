@@ -39,6 +39,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from search.api.guard import PARSED_BODY
 
@@ -199,11 +200,11 @@ def _handler(app: FastAPI, exc: Exception) -> Callable[..., Any] | None:
 class FastPath:
     """ASGI middleware (innermost of the app's own): lean routes answered here, everything else passed on."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp):
         self.app = app
         self.plans: dict[str, list[_Plan]] | None = None
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         if self.plans is None:
@@ -221,7 +222,7 @@ class FastPath:
                     break
         return await self.app(scope, receive, send)
 
-    async def _answer(self, plan: _Plan, child: dict, scope, receive, send) -> None:
+    async def _answer(self, plan: _Plan, child: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
         scope.update(child)  # what the router would set: endpoint and path parameters (the trace reads both)
         request = Request(scope, receive, send)
         args: list[dict[str, Any]] = []
@@ -255,7 +256,7 @@ class FastPath:
             response = await handler(request, exc)
         await response(scope, receive, send)
 
-    async def _body(self, plan: _Plan, scope) -> dict[str, Any]:
+    async def _body(self, plan: _Plan, scope: Scope) -> dict[str, Any]:
         if PARSED_BODY not in scope:
             raise _Fallback
         content_type = next((v for k, v in scope["headers"] if k == b"content-type"), b"")

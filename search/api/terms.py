@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -106,7 +107,8 @@ async def get_term(request: Request, term_id: str, h: HiddenQuery = Depends(hidd
     return await answer(lambda: _svc(request).lookup(term_id, hidden=h.hidden, hidden_descendants=h.descendants))
 
 
-def _related(direction: Literal["ancestors", "descendants", "children", "parents"], default_relations: str):
+def _related(direction: Literal["ancestors", "descendants", "children", "parents"], default_relations: str
+             ) -> Callable[..., Awaitable[Response]]:
     async def endpoint(request: Request, term_id: str,
                        relations: str = Query(default_relations, description=Relations.description),
                        limit: int = Query(1000, ge=1, le=100_000),

@@ -12,10 +12,12 @@ import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import Any
 
 import click
 
 from search.cli.options import data_dir_option, echo_json, print_table, settings_for
+from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.names import DEFAULT_COLLECTION
 
@@ -28,16 +30,16 @@ class _Group(click.Group):
             self._plugin_cache = {ep.name: ep for ep in entry_points(group="flysift.commands")}
         return self._plugin_cache
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._plugins()))
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         cmd = super().get_command(ctx, name)
         if cmd is None and name in self._plugins():
             cmd = self._plugins()[name].load()
         return cmd
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         from pydantic import ValidationError
 
         try:
@@ -94,7 +96,7 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
                 log_level="info" if access_log else "warning", access_log=access_log)
 
 
-def serve_banner(settings, host: str, port: int, workers: int, access_log: bool) -> str:
+def serve_banner(settings: Settings, host: str, port: int, workers: int, access_log: bool) -> str:
     """What ``serve`` prints before it starts: the URL, the engine, the corpus, the ontologies and the docs."""
     from search.engines import collections
     from search.services import Services

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -27,6 +27,9 @@ from search.client import AsyncClient, ClientError, awaited
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
 from search.schema.hidden import hidden_query
 from search.schema.sessions import Session
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("flysift.mcp")
 
@@ -297,7 +300,7 @@ def instructions(session: Session) -> str:
             "search_stage_terms, and submit the complete prediction with submit_annotations.")
 
 
-def build_server(api: AsyncClient, session: Session):
+def build_server(api: AsyncClient, session: Session) -> MCPServer:
     """An MCPServer exposing :class:`SessionTools` for ``session``."""
     from mcp.server.mcpserver import MCPServer
 

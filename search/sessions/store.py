@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from search.core.config import Settings
 from search.core.errors import NotFound
@@ -187,7 +187,7 @@ class SqliteStore:
                        (key.id, key.team, key.name, json.dumps(key.scopes), key.hash, key.created_at, key.revoked_at))
 
     @staticmethod
-    def _key(row) -> ApiKey:
+    def _key(row: sqlite3.Row | tuple[Any, ...]) -> ApiKey:
         return ApiKey(id=row[0], team=row[1], name=row[2] or "", scopes=json.loads(row[3]), hash=row[4],
                       created_at=row[5], revoked_at=row[6])
 
@@ -216,7 +216,7 @@ class SqliteStore:
             db.execute("INSERT INTO sessions (id, team, created_at, status, data) VALUES (?, ?, ?, 'open', ?)",
                        (session.id, session.team, session.created_at, data))
 
-    def _session(self, db: sqlite3.Connection, row) -> Session:
+    def _session(self, db: sqlite3.Connection, row: tuple[Any, ...]) -> Session:
         sid, _team, _created, status, closed_at, used, _tseq, nsub, data = row
         reads = [r[0] for r in db.execute("SELECT pmcid FROM reads WHERE session_id=? ORDER BY ord", (sid,))]
         names = [r[0] for r in db.execute("SELECT name FROM names WHERE session_id=? ORDER BY ord", (sid,))]
@@ -243,7 +243,7 @@ class SqliteStore:
         finally:
             db.execute("COMMIT")
 
-    def _row(self, db: sqlite3.Connection, session_id: str):
+    def _row(self, db: sqlite3.Connection, session_id: str) -> tuple[Any, ...]:
         row = db.execute("SELECT status, budget_used, data FROM sessions WHERE id=?", (session_id,)).fetchone()
         if row is None:
             raise session_not_found(session_id)

@@ -15,8 +15,9 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import tantivy
 
@@ -45,6 +46,7 @@ from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refus
 from search.text.passages import abstract_paragraphs
 from search.text.tokens import symbol_text, word_text
 
+T = TypeVar("T")
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
 #: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory.
 #: 128 MB: a full FlyAOC-size build (16,898 papers, 2 cores) allocated 571 MiB at its peak instead of 1.36 GiB with
@@ -127,12 +129,12 @@ def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
                     sum(1 for p in passages if p.section_index == 0), tuple(out))
 
 
-def _guarded(method):
+def _guarded(method: Callable[..., T]) -> Callable[..., T]:
     """One caller at a time (the build may be used from several threads), never after publish or abort, and a
     failed write (disk full, read-only dir) becomes one ``StorageError`` line naming the path and the fix."""
 
     @functools.wraps(method)
-    def wrapper(self: EmbeddedBuild, *args, **kwargs):
+    def wrapper(self: EmbeddedBuild, *args: Any, **kwargs: Any) -> T:
         with self._mutex:
             if not self.is_open:
                 raise FlysiftError(f"Build {self.id} of collection {self._dir.name!r} is closed (published or "
