@@ -50,7 +50,7 @@ T = TypeVar("T")
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
 #: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory.
 #: 128 MB: a full FlyAOC-size build (16,898 papers, 2 cores) allocated 571 MiB at its peak instead of 1.36 GiB with
-#: 256 MB, for 3 % more CPU (398 vs 387 s) and 1 % more index (bench/bench_indexing.py --full, docs/benchmarks.md)
+#: 256 MB, for 3 % more CPU (398 vs 387 s) and 1 % more index (bench/bench_indexing.py --full, CHANGELOG.md)
 MAX_THREAD_HEAP = 128_000_000
 MIN_THREAD_HEAP = 16_000_000          # tantivy refuses less than 15 MB per thread
 MAX_WRITER_THREADS = 8                # tantivy's own default cap
