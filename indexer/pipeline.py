@@ -82,7 +82,7 @@ def prepare_unit(unit: Unit, preparer: Callable[[Paper, list[Passage]], Any]) ->
     item = parse_unit(unit)
     if item.paper is None:
         return Ready(item.source, item.record, unit.end, reject=item.reject, warnings=item.warnings)
-    passages, prepared = prepare(item.paper, preparer)
+    passages, prepared = prepare(item.paper, preparer, item.supplement_passages)
     return Ready(item.source, item.record, unit.end, item.paper.pmcid, None, item.warnings, passages, prepared)
 
 

@@ -35,11 +35,9 @@ MAX_LINES = 800
 #: what a client (curation, eval, outside teams) may import of the service's package
 CLIENT_ALLOWED = ("search.client", "search.core", "search.schema", "search.flyaoc", "search.ontology.model",
                   "search.mcp")
-#: imports a client makes for now against the allow-list, each with its reason; the list only shrinks
-CLIENT_EXCEPTIONS = {
-    # TEMPORARY (#24): the term recogniser moves into search/ behind an API route; the lead removes this at merge
-    ("curation.lexical", "search.text.morphology"),
-}
+#: imports a client makes for now against the allow-list, each with its reason; the list only shrinks (empty since the
+#: term recogniser moved into search/ behind POST /v1/terms/recognise, #24)
+CLIENT_EXCEPTIONS: set[tuple[str, str]] = set()
 #: what each thin layer may import of the project: itself, the package root (``__version__``) and these
 LAYERS = {
     "search.client": ("search.core", "search.schema"),

@@ -14,8 +14,8 @@ from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from search import __version__
-from search.api import builds, docs, openapi, papers, sessions, terms
+from search import __version__, web
+from search.api import builds, docs, openapi, papers, sessions, supplements, terms
 from search.api.deps import principal
 from search.api.fast import FastPath
 from search.api.guard import InputGuard, error_response
@@ -124,10 +124,11 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.state.terms = services.terms
     app.state.sessions = services.sessions
     app.state.builds = services.builds
-    routers = [papers.router, builds.router, sessions.router, terms.router]
+    routers = [papers.router, supplements.router, builds.router, sessions.router, terms.router]
     _shadowed_methods(app, routers)
     for router in routers:
         app.include_router(router)
     openapi.install(app, settings)  # the served document declares the real errors, auth and bounds
     docs.install(app)  # /docs and /redoc with their assets served here: no CDN, works offline
+    web.install(app)  # the workbench pages under / (search.web), signed in by cookie, outside the OpenAPI document
     return app

@@ -30,10 +30,12 @@ from search.engines import Build, BuildRefused, Engine
 from search.text.passages import split_passages
 
 
-def prepare(paper: Paper, preparer: Callable[[Paper, list[Passage]], Any]) -> tuple[int, Any]:
-    """The per-paper work of a build that needs no writer: the paper's passages, and the engine's prepared form of
-    both (``Engine.preparer``; picklable, so it may run in another process). Returns the passage count with it."""
-    passages = split_passages(paper)
+def prepare(paper: Paper, preparer: Callable[[Paper, list[Passage]], Any],
+            supplement_passages: Iterable[Passage] = ()) -> tuple[int, Any]:
+    """The per-paper work of a build that needs no writer: the paper's passages (then those of its supplementary
+    files, which the indexer's sources extract), and the engine's prepared form of them (``Engine.preparer``;
+    picklable, so it may run in another process). Returns the passage count with it."""
+    passages = split_passages(paper) + list(supplement_passages)
     return len(passages), preparer(paper, passages)
 
 

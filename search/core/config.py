@@ -190,6 +190,8 @@ class Settings(Model):
     session_db: Path | None = Field(None, description="SQLite file (default <data_dir>/sessions.sqlite)")
     lexicon: str | None = Field(None, description="Comma-separated gene lexicon sources (see search.text.lexicon)")
     ground_truth: Path | None = Field(None, description="FlyAOC ground truth, for coverage of curator-cited papers")
+    runs_dir: Path | None = Field(None, description="Directory of curation run directories (`flysift curate batch "
+                                  "--run-dir`) that the run review pages (/runs) list by name")
     cursor_secret: SecretStr | None = Field(
         None, description="Key that signs paper-text cursors (16+ characters); default: generated once into "
                           "<data_dir>/cursor_secret. Set it when API processes on several machines share sessions")

@@ -13,6 +13,10 @@ its atomic step; ``search.sessions.service`` runs the rest):
   ``RESERVATION_TTL_S``.
 * **Synonym policy** (what ``gene=`` expands a search with): ``none``; ``snapshot`` (current symbol and full
   name); ``registered`` (plus names the agent registered in this session); ``full`` (the whole lexicon entry).
+* **Supplementary files.** Reading one (a page of a sheet, table, text or PDF) is reading its paper: it spends that
+  paper's unit under ``distinct`` (free once the paper was read, and it makes the paper read), one unit per call
+  under ``flyaoc``… except that FlyAOC parity has no supplements: a ``flyaoc`` session cannot list or read them
+  (``SupplementsOff``) and its searches see the articles' text only (``search_filters``). Listing is free.
 * **Coverage**: against curator-cited pmcids, what the session read, what search surfaced but the agent did not
   read, and what it never saw.
 """
@@ -25,16 +29,18 @@ from pathlib import Path
 
 from search.core.errors import InvalidRequest
 from search.core.models import Gene
+from search.core.query import Filters
 from search.flyaoc import groundtruth
 from search.ontology.hidden import spec_ids
 from search.ontology.model import Ontology
 from search.schema.hidden import HiddenSpec
 from search.schema.sessions import MAX_NAME_CHARS, Coverage, Session, SessionCreate, SynonymPolicy, TraceEvent
-from search.sessions.models import BudgetExhausted, Reservation, SessionClosed, new_session_id
+from search.sessions.models import BudgetExhausted, Reservation, SessionClosed, SupplementsOff, new_session_id
 from search.text.lexicon import Lexicon
 
-#: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read)
-READ_TOOLS = frozenset({"get_paper"})
+#: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read); reading a
+#: paper's supplementary file is reading the paper
+READ_TOOLS = frozenset({"get_paper", "read_supplement"})
 
 
 def new_session(body: SessionCreate, team: str, gene: Gene) -> Session:
@@ -77,6 +83,19 @@ def search_expansions(lexicon: Lexicon, gene_ref: str, session: Session | None) 
     return expansion_names(session.synonym_policy, gene, registered)
 
 
+def supplements_allowed(session: Session | None) -> None:
+    """Raise ``SupplementsOff`` for a FlyAOC-parity (``flyaoc`` budget) session."""
+    if session is not None and session.budget_policy == "flyaoc":
+        raise SupplementsOff(session.id)
+
+
+def search_filters(session: Session | None, filters: Filters | None) -> Filters | None:
+    """A search's filters under the session's rules: a ``flyaoc`` session searches the articles only."""
+    if session is None or session.budget_policy != "flyaoc":
+        return filters
+    return (filters or Filters()).model_copy(update={"source": "paper"})
+
+
 def hidden_ids_for(session: Session | None, ontology: Ontology | None = None) -> frozenset[str]:
     """The term ids hidden from this session: its named set plus its ids, with descendants in ``ontology`` when the
     session asks for them. Without a session nothing is hidden."""
@@ -98,14 +117,28 @@ def pmcid_of(returned_id: str) -> str:
 
 
 def coverage(session: Session, trace: Iterable[TraceEvent], cited: Sequence[str], source: str) -> Coverage:
+    return trace_coverage(session.gene.id, session.papers_read, trace, cited, source)
+
+
+def papers_read_in(trace: Iterable[TraceEvent]) -> list[str]:
+    """The papers a trace read (a read tool answered without an error), in first-read order: a session's
+    ``papers_read`` when only its trace is kept (a curation run directory)."""
+    return list(dict.fromkeys(str(ev.arguments["pmcid"]) for ev in trace
+                              if ev.tool in READ_TOOLS and ev.error is None and ev.status < 400
+                              and isinstance(ev.arguments.get("pmcid"), str)))
+
+
+def trace_coverage(gene_id: str, papers_read: Iterable[str], trace: Iterable[TraceEvent], cited: Sequence[str],
+                   source: str) -> Coverage:
+    """Coverage of ``cited`` by what was read and what the trace's other calls surfaced."""
     cited = list(dict.fromkeys(cited))
-    read = set(session.papers_read)
+    read = set(papers_read)
     surfaced = {pmcid_of(i) for ev in trace if ev.tool not in READ_TOOLS and ev.error is None for i in ev.returned_ids}
     c_read = [p for p in cited if p in read]
     c_surf = [p for p in cited if p not in read and p in surfaced]
     never = [p for p in cited if p not in read and p not in surfaced]
     n = len(cited)
-    return Coverage(gene=session.gene.id, cited=cited, read=c_read, surfaced_not_read=c_surf, never_surfaced=never,
+    return Coverage(gene=gene_id, cited=cited, read=c_read, surfaced_not_read=c_surf, never_surfaced=never,
                     read_fraction=round(len(c_read) / n, 4) if n else 0.0,
                     surfaced_fraction=round((len(c_read) + len(c_surf)) / n, 4) if n else 0.0, source=source)
 

@@ -23,7 +23,7 @@ from search.engines.embedded import build as embedded
 from search.engines.embedded import paper_store
 from search.engines.embedded.build import writer_plan
 from search.engines.embedded.engine import EmbeddedEngine
-from search.engines.embedded.layout import PaperHead
+from search.engines.embedded.prepare import PaperHead
 from search.retrieval.planner import plan
 from search.text.analysis import ANALYZERS, SYMBOL_ANALYZER, WORD_ANALYZER
 from search.text.passages import split_passages

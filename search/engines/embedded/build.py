@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import tantivy
 
@@ -30,21 +30,18 @@ from search.core.models import (
 from search.core.query import (
     Bm25Params,
 )
-from search.engines.embedded import paper_store
+from search.engines.embedded import paper_store, supplement_store
 from search.engines.embedded.layout import (
     KEEP_BUILDS,
     LAYOUT,
-    PaperHead,
     _current_build,
     _open_index,
     _open_paper_db,
     _read_meta,
     _write_json_atomic,
 )
-from search.engines.embedded.paper_store import StoredPaper
+from search.engines.embedded.prepare import Prepared, _prepare
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
-from search.text.passages import abstract_paragraphs
-from search.text.tokens import symbol_text, word_text
 
 T = TypeVar("T")
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
@@ -81,52 +78,6 @@ def writer_plan(threads: int | None = None) -> tuple[int, int]:
     n = max(1, threads or min((os.cpu_count() or 1) // 3, MAX_WRITER_THREADS))
     per_thread = _available_memory() // (MEMORY_SHARE * 2 * n)
     return n, n * max(MIN_THREAD_HEAP, min(MAX_THREAD_HEAP, per_thread))
-
-
-class PreparedPassage(NamedTuple):
-    id: str
-    section_type: str
-    year: int | None
-    word: str        # word-view tokens, space-joined
-    symbol: str      # symbol-view tokens, space-joined
-    doc: bytes       # the stored doc: the passage's JSON without its text (which is sliced from the paper store)
-
-
-class Prepared(NamedTuple):
-    """One paper ready for the writers: plain strings and bytes, small to pickle from a worker process."""
-
-    pmcid: str
-    year: int | None
-    section_types: tuple[str, ...]
-    head: bytes                 # PaperHead JSON
-    stored: StoredPaper         # the paper store's row and blocks
-    title: tuple[str, str]      # word and symbol tokens of the title
-    abstract_passages: int      # the first passages are the abstract's (section 0), the rest the body's
-    passages: tuple[PreparedPassage, ...]
-
-
-def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
-    """All per-paper work that needs no writer (see ``Engine.preparer``): analysis of each text once, the paper
-    store's blob, the stored docs. ``passages`` are ``split_passages(paper)``'s (any ``max_words``)."""
-    sections = [abstract_paragraphs(paper.abstract)] + [s.paragraphs for s in paper.sections]
-    out = []
-    place = (-1, -1, -1)
-    for p in passages:
-        if p.pmcid != paper.pmcid or (p.section_index, p.paragraph_index, p.start) <= place \
-                or not 0 <= p.section_index < len(sections) \
-                or not 0 <= p.paragraph_index < len(sections[p.section_index]) \
-                or sections[p.section_index][p.paragraph_index][p.start:p.end] != p.text:
-            raise ValueError(f"passage {p.id[:200]!r} is not the next piece of paper {paper.pmcid[:200]!r}: "
-                             "passages must be split_passages(paper)'s, in order")
-        place = (p.section_index, p.paragraph_index, p.start)
-        out.append(PreparedPassage(p.id, p.section_type, p.year, word_text(p.text), symbol_text(p.text),
-                                   p.model_dump_json(exclude={"text"}, exclude_none=True).encode()))
-    head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
-    return Prepared(paper.pmcid, paper.year, tuple(paper.section_types()),
-                    head.model_dump_json(exclude_none=True).encode(),
-                    paper_store.encode(paper),
-                    (word_text(paper.title), symbol_text(paper.title)),
-                    sum(1 for p in passages if p.section_index == 0), tuple(out))
 
 
 def _guarded(method: Callable[..., T]) -> Callable[..., T]:
@@ -240,7 +191,9 @@ class EmbeddedBuild:
         pw.delete_documents_by_term("pmcid", pr.pmcid)
         sw.delete_documents_by_term("pmcid", pr.pmcid)
         paper_store.put(db, pr.pmcid, pr.stored)
-        abstract, body = pr.passages[:pr.abstract_passages], pr.passages[pr.abstract_passages:]
+        supplement_store.put(db, pr.pmcid, pr.chunks)
+        abstract = pr.passages[:pr.abstract_passages]
+        body = [p for p in pr.passages[pr.abstract_passages:] if p.source == "paper"]
         doc = tantivy.Document(pmcid=pr.pmcid, head=pr.head)
         fields = {"title": pr.title,
                   "abstract": (" ".join(p.word for p in abstract), " ".join(p.symbol for p in abstract)),
@@ -249,6 +202,9 @@ class EmbeddedBuild:
             for _ in range(self.repeats[field] if word else 0):   # separate values: no phrase spans two
                 doc.add_text("text_w", word)
                 doc.add_text("text_s", symbol)
+        for p in pr.passages[pr.abstract_passages + len(body):]:   # supplements: their own field, one value each
+            doc.add_text("supp_w", p.word)
+            doc.add_text("supp_s", p.symbol)
         for st in pr.section_types:
             doc.add_text("section_types", st)
         if pr.year is not None:
@@ -257,6 +213,8 @@ class EmbeddedBuild:
         for p in pr.passages:
             pd = tantivy.Document(id=p.id, pmcid=pr.pmcid, section_type=p.section_type, text_w=p.word,
                                   text_s=p.symbol, doc=p.doc)
+            if p.source != "paper":
+                pd.add_text("source", p.source)
             if p.year is not None:
                 pd.add_integer("year", p.year)
             sw.add_document(pd)

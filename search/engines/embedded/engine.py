@@ -1,14 +1,17 @@
 """The embedded engine: tantivy indices in a data directory, no server.
 
-Layout of ``<data_dir>/collections/<collection>/`` (``LAYOUT`` 5)::
+Layout of ``<data_dir>/collections/<collection>/`` (``LAYOUT`` 6; the schemas are ``layout``, writing ``build``)::
 
     CURRENT                    {"build": "<id>"}: the published build; replaced atomically (write + rename)
     builds/<id>/papers/        paper-level tantivy index: one field per view (``text_w``/``text_s``) holding title,
                                abstract and body as separate values, each repeated by its field weight
-                               (``Bm25Params.repeats``, kept in ``build.json``)
-    builds/<id>/passages/      passage-level tantivy index; stored docs hold a passage's place (ids, offsets)
+                               (``Bm25Params.repeats``, kept in ``build.json``), and the supplement passages' text
+                               (``supp_w``/``supp_s``, one value each)
+    builds/<id>/passages/      passage-level tantivy index; stored docs hold a passage's place (ids, offsets);
+                               supplement passages are marked in ``source``
     builds/<id>/papers.db      the paper store (``search.engines.embedded.paper_store``): full papers for fetch, body
-                               paragraphs in compressed blocks of a few KB that passage texts are sliced from
+                               paragraphs in compressed blocks of a few KB that passage texts are sliced from, and
+                               the supplementary files' chunks (``supplement_store``)
     builds/<id>/build.json     fingerprint, layout, status (building|published), resume state
     write.lock                 held by the one process writing a build (tantivy allows one writer)
 
@@ -25,8 +28,9 @@ fields are its passages' token strings joined, so positions, lengths and BM25 sc
 paper's text itself. The symbol view has no positions (a symbol-view clause is one token). Queries are analysed by
 ``search.text.analysis``.
 
-Builds of the older layouts 1-4 (CHANGELOG.md) are still served, per field with query-time boosts
-(``Bm25Params.per_field``), and deprecated: ``flysift upgrade`` rewrites them in the current layout.
+Builds of layout 5 are current (no supplement fields; a new index of the sources adds them). Builds of the older
+layouts 1-4 (CHANGELOG.md) are still served, per field with query-time boosts (``Bm25Params.per_field``), and
+deprecated: ``flysift upgrade`` rewrites them in the current layout.
 """
 
 from __future__ import annotations
@@ -63,13 +67,15 @@ from search.core.query import (
     EngineQuery,
     recorded_weights,
 )
+from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
 from search.engines.embedded import CAPABILITIES
-from search.engines.embedded.build import EmbeddedBuild, Prepared, _prepare
+from search.engines.embedded.build import EmbeddedBuild
 from search.engines.embedded.layout import (
+    DEPRECATED_BELOW,
     LAYOUT,
     ONE_FIELD_LAYOUT,
+    SUPPLEMENT_LAYOUT,
     VIEW_SUFFIX,
-    PaperHead,
     _current_build,
     _dir_bytes,
     _open_index,
@@ -78,6 +84,8 @@ from search.engines.embedded.layout import (
 )
 from search.engines.embedded.match import any_of
 from search.engines.embedded.paper_store import PaperStore
+from search.engines.embedded.prepare import PaperHead, Prepared, _prepare
+from search.engines.embedded.supplement_store import SupplementStore
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE
 from search.engines.protocol import PublishedBuild
@@ -103,6 +111,8 @@ class _Reader:
         #: the field weights the build was written with
         self.paper_fields: dict[str, float] | None = PAPER_TEXT if one_field else None
         self.weights: dict[str, float] | None = recorded_weights(meta.get("field_weights")) if one_field else None
+        #: whether the build has supplement passages' fields (``source``, ``supp``) and chunks
+        self.supplements = isinstance(meta.get("layout"), int) and meta["layout"] >= SUPPLEMENT_LAYOUT
         self.papers = _open_index(build_dir / "papers", "papers")
         self.passages = _open_index(build_dir / "passages", "passages")
         self.paper_schema = self.papers.schema
@@ -113,6 +123,7 @@ class _Reader:
         layout = meta.get("layout")
         #: the build's on-disk layout (1: written before ``build.json`` recorded it)
         self.layout = layout if isinstance(layout, int) else 1
+        self.supp = SupplementStore(build_dir / "papers.db")
 
     def paper(self, pmcid: str) -> Paper | None:
         return self.store.paper(pmcid)
@@ -124,7 +135,14 @@ class _Reader:
         if not isinstance(data, dict):
             raise FlysiftError(f"Build {self.build}: a stored passage is not an object; rebuild the index.",
                                code="index_corrupt", status=500)
-        if "text" not in data:
+        if "text" not in data and data.get("source") == "supplement":
+            place = data.get("supplement") or {}
+            try:
+                data["text"] = self.supp.text(data["pmcid"], place["file_index"], place["part"], place["chunk"])
+            except (KeyError, TypeError):
+                raise FlysiftError(f"Build {self.build}: stored supplement passage {str(data.get('id'))[:200]!r} has "
+                                   "no place; rebuild the index.", code="index_corrupt", status=500) from None
+        elif "text" not in data:
             try:
                 paragraph = self.store.paragraph(data["pmcid"], data["section_index"], data["paragraph_index"])
                 data["text"] = paragraph[data["start"]:data["end"]]
@@ -186,7 +204,7 @@ class EmbeddedEngine:
                         build = json.loads(current.read_text())["build"]
                         self._reader = _Reader(self.dir / "builds" / build, build)
                         self._current_stat = key
-                        if self._reader.layout < LAYOUT:   # once per build opened: the server log says what to do
+                        if self._reader.layout < DEPRECATED_BELOW:   # once per build opened: the log says what to do
                             log.warning("%s", self.outdated())
                     except (OSError, ValueError, KeyError):
                         # publishes in quick succession may drop the build CURRENT named a moment ago: read it again
@@ -231,6 +249,13 @@ class EmbeddedEngine:
         if f.pmcids:
             filters.append(any_of(schema, "pmcid", f.pmcids))
         clauses = [(tantivy.Occur.Must, q) for q in musts]
+        if f.source and section_field == "section_type":   # passages: supplement ones are marked in ``source``
+            if not self._read().supplements:
+                if f.source == "supplement":
+                    return tantivy.Query.empty_query()
+            else:
+                marked = tantivy.Query.term_query(schema, "source", "supplement")
+                clauses.append((tantivy.Occur.Must if f.source == "supplement" else tantivy.Occur.MustNot, marked))
         clauses += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in filters]
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
 
@@ -287,8 +312,8 @@ class EmbeddedEngine:
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = r.paper_fields or self.bm25.per_field()
-        q = self._compile(query, r.paper_schema, fields, "section_types")
+        fields = paper_fields(r.paper_fields or self.bm25.per_field(), r.supplements, query.filters.source)
+        q = self._compile(query, r.paper_schema, fields, "section_types") if fields else tantivy.Query.empty_query()
         res = r.paper_searcher.search(q, limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
@@ -299,8 +324,10 @@ class EmbeddedEngine:
         hits = []
         for score, pmcid, p in papers:
             snips = paper_snippets(hl, p.title, p.abstract, best.get(pmcid)) if hl else []
+            where = best[pmcid].supplement if pmcid in best else None
             hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
-                                 score=score, snippets=snips, matched=matched[pmcid]))
+                                 score=score, snippets=snips, matched=matched[pmcid],
+                                 supplement=SupplementPlace.model_validate(where.model_dump()) if where else None))
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -338,6 +365,10 @@ class EmbeddedEngine:
     def get_paper(self, pmcid: str) -> Paper | None:
         return self._read().paper(pmcid)
 
+    def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
+                          limit: int) -> list[SupplementChunk]:
+        return self._read().supp.chunks(pmcid, file_index, part, start, limit)
+
     def scan_passages(self) -> Iterator[tuple[Passage, str]]:
         """Every passage of the published build with its paper's title, in index order (segment, then doc)."""
         r = self._read()
@@ -345,7 +376,8 @@ class EmbeddedEngine:
                   for d in _stored_docs(r.paper_searcher)}
         for d in _stored_docs(r.passage_searcher):
             p = r.passage(d["doc"][0])
-            yield p, titles.get(p.pmcid, "")
+            if p.source == "paper":   # the dense index embeds the articles' prose, not supplement tables
+                yield p, titles.get(p.pmcid, "")
 
     def scan_papers(self) -> Iterator[Paper]:
         """Every paper of the published build, in index order (``flysift upgrade`` rewrites them)."""
@@ -356,10 +388,10 @@ class EmbeddedEngine:
                 yield paper
 
     def outdated(self) -> str | None:
-        if not self.has_index() or (layout := self._read().layout) >= LAYOUT:
+        if not self.has_index() or (layout := self._read().layout) >= DEPRECATED_BELOW:
             return None
         return (f"collection {self.collection!r} is in on-disk layout {layout}, which this flysift still reads but "
-                f"will stop reading (the current layout is {LAYOUT}): run `flysift upgrade --data-dir "
+                f"will stop reading (new builds are layout {LAYOUT}): run `flysift upgrade --data-dir "
                 f"{self.data_dir}` to rewrite it")
 
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:

@@ -14,19 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import tantivy
-from pydantic import BaseModel
 
 from search.core.names import is_valid
-from search.engines.embedded import paper_store
+from search.engines.embedded import paper_store, supplement_store
 from search.text.analysis import ANALYZERS
 from search.text.tokens import PRE_ANALYZED
 
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 5
+LAYOUT = 6
+#: the first layout with supplement passages (``source``), the papers' ``supp`` fields and ``supp_chunks``
+SUPPLEMENT_LAYOUT = 6
 #: the first layout whose papers are one field (``text``); older builds are searched per field
 ONE_FIELD_LAYOUT = 5
+#: builds of a layout below this are deprecated (their readers go in a later release): ``flysift upgrade`` rewrites
+#: them; a layout-5 build (no supplement fields) is current, since only a new index of the sources adds supplements
+DEPRECATED_BELOW = ONE_FIELD_LAYOUT
 
 
 def _add_views(sb: tantivy.SchemaBuilder, name: str) -> None:
@@ -41,6 +45,7 @@ def _paper_schema() -> tantivy.Schema:
     sb.add_integer_field("year", stored=False, indexed=True, fast=True)
     sb.add_text_field("section_types", stored=False, tokenizer_name="raw")
     _add_views(sb, "text")   # title, abstract and body, each repeated by its field weight (layout 5)
+    _add_views(sb, "supp")   # the supplement passages' text, one value each (layout 6)
     sb.add_bytes_field("head", stored=True, indexed=False)  # PaperHead JSON
     return sb.build()
 
@@ -51,6 +56,7 @@ def _passage_schema() -> tantivy.Schema:
     sb.add_text_field("pmcid", stored=False, tokenizer_name="raw")
     sb.add_integer_field("year", stored=False, indexed=True, fast=True)
     sb.add_text_field("section_type", stored=False, tokenizer_name="raw")
+    sb.add_text_field("source", stored=False, tokenizer_name="raw")   # "supplement" on supplement passages only
     _add_views(sb, "text")
     sb.add_bytes_field("doc", stored=True, indexed=False)
     return sb.build()
@@ -91,19 +97,11 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-class PaperHead(BaseModel):
-    """What a paper hit shows, stored in the paper index."""
-
-    title: str
-    abstract: str
-    year: int | None = None
-    journal: str | None = None
-
-
 def _open_paper_db(path: Path) -> sqlite3.Connection:
     """A build's paper store for writing; any thread may use it (its build serialises every use)."""
     db = sqlite3.connect(path, check_same_thread=False)
     paper_store.create(db)
+    supplement_store.create(db)
     return db
 
 
