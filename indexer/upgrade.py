@@ -20,7 +20,7 @@ from search.builds.service import BuildWriter
 from search.cli.options import data_dir_option, settings_for
 from search.core.errors import FlysiftError
 from search.core.progress import Progress
-from search.engines import collections
+from search.engines import collection_names
 from search.services import Services
 
 
@@ -76,7 +76,7 @@ def upgrade(data_dir: Path | None, names: tuple[str, ...], check: bool, as_json:
     as one field with the collection's field weights, like any new build."""
     services = Services.open(settings_for(data_dir))
     outdated = 0
-    for name in names or collections(services.settings):
+    for name in names or collection_names(services.settings):
         why = services.engine(name).outdated()
         outdated += why is not None
         if check or why is None:

@@ -1,6 +1,7 @@
 """The ``flysift`` command line.
 
-The root group holds the read-side commands (``serve``, ``search``, ``passages``, ``stats``). Commands of the other
+The root group holds the read-side commands (``serve``, ``stats``; ``search``, ``passages``, ``paper``, ``similar``,
+``collections`` from ``search.cli.reading``). Commands of the other
 packages (``index`` and ``demo`` from the indexer, ``eval``…) register through the ``flysift.commands`` entry points
 declared in pyproject.toml, so ``search`` never imports them.
 """
@@ -16,7 +17,8 @@ from typing import Any
 
 import click
 
-from search.cli.options import data_dir_option, echo_json, print_table, settings_for
+from search.cli.options import data_dir_option, settings_for
+from search.cli.reading import collections, paper, passages, search, similar
 from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.names import DEFAULT_COLLECTION
@@ -53,7 +55,16 @@ class _Group(click.Group):
             if isinstance(valid, list) and valid and "valid:" not in message:
                 message += f" (valid: {', '.join(str(v) for v in valid[:20])})"  # as REST's details.valid
             click.secho(f"error [{code}]: {message}", fg="red", err=True)
+            if code == "query_syntax" and isinstance(exc, FlysiftError):
+                click.echo(caret(exc.details), err=True)
             sys.exit(2)
+
+
+def caret(details: dict) -> str:
+    """The excerpt of a query syntax error with a caret under the position it names."""
+    excerpt, position = str(details.get("excerpt", "")), int(details.get("position", 0))
+    column = position if not excerpt.startswith("…") else excerpt.index("…") + 1 + min(position, 30)
+    return f"  {excerpt}\n  {' ' * column}^"
 
 
 def validation_line(exc: Exception) -> str:
@@ -98,7 +109,7 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
 
 def serve_banner(settings: Settings, host: str, port: int, workers: int, access_log: bool) -> str:
     """What ``serve`` prints before it starts: the URL, the engine, the corpus, the ontologies and the docs."""
-    from search.engines import collections
+    from search.engines import capabilities_of, collection_names
     from search.services import Services
 
     services = Services.open(settings)
@@ -111,7 +122,8 @@ def serve_banner(settings: Settings, host: str, port: int, workers: int, access_
     except FlysiftError as exc:
         corpus = f"no corpus indexed yet ({exc.code}): run `flysift demo` or `flysift index corpus`"
     onts = ", ".join(services.terms.names()) or "none (`flysift index ontology`)"
-    warnings = [f"  warning: {why}" for c in collections(settings) if (why := services.engine(c).outdated())]
+    local = collection_names(settings) if capabilities_of(settings).local_builds else []   # a cluster is never outdated
+    warnings = [f"  warning: {why}" for c in local if (why := services.engine(c).outdated())]
     return "\n".join([
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
         f"  engine: {services.engine().name}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
@@ -130,60 +142,8 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@main.command()
-@click.argument("query")
-@data_dir_option
-@click.option("--limit", "-n", type=int, default=10, show_default=True)
-@click.option("--offset", type=int, default=0)
-@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
-@click.option("--year-from", type=int)
-@click.option("--year-to", type=int)
-@click.option("--section", "sections", multiple=True, help="Only papers with this section type (repeatable)")
-@click.option("--source", type=click.Choice(["paper", "supplement"]),
-              help="Match the articles' text only, or their supplementary files only [default: both]")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the REST response body (POST /v1/papers/search with snippets)")
-def search(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
-           year_to: int | None, sections: tuple[str, ...], source: str | None, as_json: bool) -> None:
-    """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl); a match in a supplementary file says where
-    (file, sheet, rows)."""
-    from search.cli.supplements import where
-    from search.core.query import Filters
-    from search.services import Services
-
-    svc = Services.open(settings_for(data_dir)).search
-    filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None,
-                      source=source)  # type: ignore[arg-type]
-    res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=True, collection=collection)
-    if as_json:
-        echo_json(res)
-        return
-    click.echo(f"{res.total} papers match; showing {len(res.hits)} ({res.took_ms:.1f} ms)")
-    rows = [{"rank": offset + i + 1, "pmcid": h.pmcid, "score": f"{h.score:.2f}", "year": h.year or "",
-             "title": h.title, "snippet": h.snippets[-1].text if h.snippets else h.abstract[:120],
-             "where": where(h.supplement)} for i, h in enumerate(res.hits)]
-    cols = [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
-            ("title", "title", 50), ("best snippet", "snippet", 70), ("in supplement", "where", 40)]
-    print_table(rows, [c for c in cols if c[1] != "where" or any(r["where"] for r in rows)])
-
-
-@main.command()
-@click.argument("query")
-@data_dir_option
-@click.option("--limit", "-n", type=int, default=10, show_default=True)
-@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the REST response body (POST /v1/passages/search)")
-def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_json: bool) -> None:
-    """Search evidence passages (paragraphs with stable ids and offsets)."""
-    from search.services import Services
-
-    res = Services.open(settings_for(data_dir)).search.search_passages(query, limit=limit, collection=collection)
-    if as_json:
-        echo_json(res)
-        return
-    rows = [{"id": h.passage_id, "section": h.section_type, "score": f"{h.score:.2f}",
-             "text": h.snippet.text if h.snippet else h.text[:200]} for h in res.hits]
-    print_table(rows, [("passage", "id", 22), ("section", "section", 9), ("score", "score", 7), ("text", "text", 100)])
+for _command in (search, passages, paper, similar, collections):
+    main.add_command(_command)
 
 
 @main.command()

@@ -159,6 +159,8 @@ class Settings(Model):
     max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Most hits one search answers (papers, passages, "
                                "terms, the FlyAOC term tools)")
     max_offset: int = 10_000
+    max_export_hits: int = Field(100_000, ge=1, le=10_000_000, description="Most hits one export (format=csv, "
+                                 "tsv, ris, bibtex, jsonl, trec) streams")
     default_paper_max_chars: int = 40_000
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "
                                 "collection builds send papers in batches under it")

@@ -23,6 +23,8 @@ from search.core.errors import CollectionNotFound, IndexMissing, InvalidRequest,
 ONTOLOGY_PATTERN = r"[a-z][a-z0-9_-]{0,31}"
 COLLECTION_PATTERN = r"[a-z0-9][a-z0-9_-]{0,62}"
 BUILD_ID_PATTERN = r"[0-9]{8}[T-][0-9]{6}-[0-9a-f]{6}"
+#: TREC topic ids and run tags of a run export: one token
+TREC_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 #: the collection a service serves when a request names none; without an index it is "not ready", not "unknown"
 DEFAULT_COLLECTION = "default"
 

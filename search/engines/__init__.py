@@ -20,7 +20,7 @@ from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, StorageError,
 from search.engines.protocol import Build, Capabilities, Engine, PublishedBuild, TermEngine
 
 __all__ = ["MIN_PUBLISH_SHARE", "Build", "BuildRefused", "Capabilities", "Engine", "PublishedBuild", "StorageError",
-           "TermEngine", "capabilities_of", "check_settings", "collections", "open_engine", "open_local",
+           "TermEngine", "capabilities_of", "check_settings", "collection_names", "open_engine", "open_local",
            "publish_refusal", "storage_error"]
 
 
@@ -64,16 +64,6 @@ def open_engine(settings: Settings, *, collection: str = DEFAULT_COLLECTION) -> 
                       index_threads=settings.index_threads, field_weights=settings.bm25(collection).field_weights)
 
 
-def collections(settings: Settings) -> list[str]:
-    """The collections with a published build that ``flysift upgrade`` and the serve banner look at: every one in
-    the data directory for an engine whose builds are local folders, else the default collection."""
-    if not capabilities_of(settings).local_builds:
-        return [DEFAULT_COLLECTION]
-    from search.engines.embedded.layout import collection_names
-
-    return collection_names(settings.data_dir)
-
-
 def open_local(data_dir: Path | str, *, collection: str = DEFAULT_COLLECTION,
                min_publish_share: float = MIN_PUBLISH_SHARE, index_threads: int | None = None,
                field_weights: dict[str, float] | None = None) -> Engine:
@@ -83,3 +73,19 @@ def open_local(data_dir: Path | str, *, collection: str = DEFAULT_COLLECTION,
 
     return EmbeddedEngine(data_dir, collection=collection, min_publish_share=min_publish_share,
                           index_threads=index_threads, field_weights=field_weights)
+
+
+def collection_names(settings: Settings) -> list[str]:
+    """The collections with a published build, by name, in the engine the settings ask for."""
+    if settings.engine_kind == "cluster":
+        from search.engines.cluster.browse import collection_names as on_cluster
+        from search.engines.cluster.transport import Transport
+
+        t = Transport(settings)
+        try:
+            return on_cluster(t, settings.cluster_index_prefix)
+        finally:
+            t.close()
+    from search.engines.embedded.browse import collection_names as on_disk
+
+    return on_disk(settings.data_dir)

@@ -202,6 +202,9 @@ class EmbeddedBuild:
             for _ in range(self.repeats[field] if word else 0):   # separate values: no phrase spans two
                 doc.add_text("text_w", word)
                 doc.add_text("text_s", symbol)
+            if field != "body" and word:   # title:, abstract: (layout 7)
+                doc.add_text(field + "_w", word)
+                doc.add_text(field + "_s", symbol)
         for p in pr.passages[pr.abstract_passages + len(body):]:   # supplements: their own field, one value each
             doc.add_text("supp_w", p.word)
             doc.add_text("supp_s", p.symbol)

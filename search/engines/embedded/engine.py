@@ -1,12 +1,13 @@
 """The embedded engine: tantivy indices in a data directory, no server.
 
-Layout of ``<data_dir>/collections/<collection>/`` (``LAYOUT`` 6; the schemas are ``layout``, writing ``build``)::
+Layout of ``<data_dir>/collections/<collection>/`` (``LAYOUT`` 7; the schemas are ``layout``, writing ``build``)::
 
     CURRENT                    {"build": "<id>"}: the published build; replaced atomically (write + rename)
     builds/<id>/papers/        paper-level tantivy index: one field per view (``text_w``/``text_s``) holding title,
                                abstract and body as separate values, each repeated by its field weight
-                               (``Bm25Params.repeats``, kept in ``build.json``), and the supplement passages' text
-                               (``supp_w``/``supp_s``, one value each)
+                               (``Bm25Params.repeats``, kept in ``build.json``); the supplement passages' text
+                               (``supp_w``/``supp_s``, one value each); title and abstract once each
+                               (``title_*``, ``abstract_*``: scored only when a query names them, ``title:``)
     builds/<id>/passages/      passage-level tantivy index; stored docs hold a passage's place (ids, offsets);
                                supplement passages are marked in ``source``
     builds/<id>/papers.db      the paper store (``search.engines.embedded.paper_store``): full papers for fetch, body
@@ -28,9 +29,11 @@ fields are its passages' token strings joined, so positions, lengths and BM25 sc
 paper's text itself. The symbol view has no positions (a symbol-view clause is one token). Queries are analysed by
 ``search.text.analysis``.
 
-Builds of layout 5 are current (no supplement fields; a new index of the sources adds them). Builds of the older
-layouts 1-4 (CHANGELOG.md) are still served, per field with query-time boosts (``Bm25Params.per_field``), and
-deprecated: ``flysift upgrade`` rewrites them in the current layout.
+Builds of layouts 5 and 6 are current (a new index of the sources adds supplement fields and the title and abstract
+fields; ``title:``/``abstract:`` queries on them answer 409 ``rebuild_needed``). Builds of the older layouts 1-4
+(CHANGELOG.md) are still served, per field with query-time boosts (``Bm25Params.per_field``), and deprecated:
+``flysift upgrade`` rewrites them in the current layout. Facets, exports, heads and document frequencies are
+``browse.Browse``; query compilation ``compile``; concept counts ``concepts``.
 """
 
 from __future__ import annotations
@@ -63,33 +66,36 @@ from search.core.query import (
     PAPER_TEXT,
     PASSAGE_WEIGHTS,
     Bm25Params,
-    Clause,
     EngineQuery,
+    HighlightSpec,
     recorded_weights,
 )
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
 from search.engines.embedded import CAPABILITIES
+from search.engines.embedded.browse import Browse
 from search.engines.embedded.build import EmbeddedBuild
+from search.engines.embedded.compile import Compiler, matched
+from search.engines.embedded.concepts import CONCEPTS, ConceptStore
 from search.engines.embedded.layout import (
     DEPRECATED_BELOW,
+    FIELDED_LAYOUT,
     LAYOUT,
     ONE_FIELD_LAYOUT,
     SUPPLEMENT_LAYOUT,
-    VIEW_SUFFIX,
     _current_build,
     _dir_bytes,
     _open_index,
     _read_meta,
     _stored_docs,
 )
-from search.engines.embedded.match import any_of
 from search.engines.embedded.paper_store import PaperStore
 from search.engines.embedded.prepare import PaperHead, Prepared, _prepare
 from search.engines.embedded.supplement_store import SupplementStore
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE
 from search.engines.protocol import PublishedBuild
-from search.text.analysis import analyze, stem
+from search.text.analysis import stem
+from search.text.highlight import Highlighters, paper_highlight, passage_highlight
 from search.text.snippets import Highlighter, paper_snippets
 
 log = logging.getLogger("flysift.engine")
@@ -113,6 +119,8 @@ class _Reader:
         self.weights: dict[str, float] | None = recorded_weights(meta.get("field_weights")) if one_field else None
         #: whether the build has supplement passages' fields (``source``, ``supp``) and chunks
         self.supplements = isinstance(meta.get("layout"), int) and meta["layout"] >= SUPPLEMENT_LAYOUT
+        #: whether papers have the title and abstract fields a query may name (layout 7, and per-field layouts)
+        self.fielded = not one_field or meta["layout"] >= FIELDED_LAYOUT
         self.papers = _open_index(build_dir / "papers", "papers")
         self.passages = _open_index(build_dir / "passages", "passages")
         self.paper_schema = self.papers.schema
@@ -120,10 +128,17 @@ class _Reader:
         self.paper_searcher = self.papers.searcher()
         self.passage_searcher = self.passages.searcher()
         self.store = PaperStore(build_dir / "papers.db")
+        self.supp = SupplementStore(build_dir / "papers.db")
         layout = meta.get("layout")
         #: the build's on-disk layout (1: written before ``build.json`` recorded it)
         self.layout = layout if isinstance(layout, int) else 1
-        self.supp = SupplementStore(build_dir / "papers.db")
+        #: the concept index (``flysift index concepts``), opened when it appears beside the build
+        self.concepts: ConceptStore | None = None
+
+    def concept_store(self) -> ConceptStore | None:
+        if self.concepts is None and (self.path / CONCEPTS).exists():
+            self.concepts = ConceptStore(self.path / CONCEPTS)
+        return self.concepts
 
     def paper(self, pmcid: str) -> Paper | None:
         return self.store.paper(pmcid)
@@ -155,8 +170,9 @@ class _Reader:
         return Passage.model_validate(self.passage_data(stored))
 
 
-class EmbeddedEngine:
-    """The ``Engine`` protocol over tantivy; see the module docstring for the on-disk layout."""
+class EmbeddedEngine(Browse):
+    """The ``Engine`` protocol over tantivy; see the module docstring for the on-disk layout (facets, exports, heads
+    and document frequencies: ``Browse``)."""
 
     name = "embedded"
     capabilities = CAPABILITIES
@@ -225,109 +241,43 @@ class EmbeddedEngine:
                                 f"{self.data_dir}: run `flysift index corpus …` (or `flysift demo`) first.")
         return PublishedBuild(build, self.dir / "builds" / build)
 
-    def _compile(self, query: EngineQuery, schema: tantivy.Schema, fields: dict[str, float],
-                 section_field: str) -> tantivy.Query:
-        shoulds: list[tantivy.Query] = []
-        musts: list[tantivy.Query] = []
-        for clause in query.clauses:
-            q = self._clause(clause, schema, fields)
-            if q is None:
-                continue
-            (musts if clause.required else shoulds).append(q)
-        if shoulds:
-            musts.append(tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in shoulds]))
-        if not musts:
-            return tantivy.Query.empty_query()
-        f = query.filters
-        filters = []
-        if f.year_from is not None or f.year_to is not None:
-            filters.append(tantivy.Query.range_query(schema, "year", tantivy.FieldType.Integer,
-                                                     f.year_from if f.year_from is not None else -(2**62),
-                                                     f.year_to if f.year_to is not None else 2**62))
-        if f.section_types:
-            filters.append(any_of(schema, section_field, f.section_types))
-        if f.pmcids:
-            filters.append(any_of(schema, "pmcid", f.pmcids))
-        clauses = [(tantivy.Occur.Must, q) for q in musts]
-        if f.source and section_field == "section_type":   # passages: supplement ones are marked in ``source``
-            if not self._read().supplements:
-                if f.source == "supplement":
-                    return tantivy.Query.empty_query()
-            else:
-                marked = tantivy.Query.term_query(schema, "source", "supplement")
-                clauses.append((tantivy.Occur.Must if f.source == "supplement" else tantivy.Occur.MustNot, marked))
-        clauses += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in filters]
-        return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
+    def _compiler(self, r: _Reader, kind: Literal["papers", "passages"], source: str | None = None) -> Compiler:
+        def concepts(ids: list[str]) -> dict[str, int]:
+            return self._concepts(r).counts(kind, ids)
 
-    @staticmethod
-    def _clause(clause: Clause, schema: tantivy.Schema, fields: dict[str, float]) -> tantivy.Query | None:
-        tokens = analyze(clause.view, clause.text)
-        if not tokens:
-            return None
-        per_field = []
-        for field, boost in fields.items():
-            name = field + VIEW_SUFFIX[clause.view]
-            if len(tokens) == 1:
-                q = tantivy.Query.term_query(schema, name, tokens[0])
-            elif clause.phrase and clause.view == "word":   # the symbol view has no positions (layout 4)
-                q = tantivy.Query.phrase_query(schema, name, [*tokens])
-            elif clause.phrase:
-                q = tantivy.Query.boolean_query([(tantivy.Occur.Must, tantivy.Query.term_query(schema, name, t))
-                                                 for t in tokens])
-            else:
-                q = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(schema, name, t))
-                                                 for t in tokens])
-            per_field.append(tantivy.Query.boost_query(q, boost) if boost != 1.0 else q)
-        q = per_field[0] if len(per_field) == 1 else tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, q) for q in per_field])
-        return tantivy.Query.boost_query(q, clause.boost) if clause.boost != 1.0 else q
-
-    def _matched(self, searcher: tantivy.Searcher, schema: tantivy.Schema, query: EngineQuery,
-                 fields: dict[str, float], key: str, keys: list[str],
-                 addrs: list[tantivy.DocAddress]) -> dict[str, list[str]]:
-        """For each hit key, the names of the named clauses it matches (one filtered query per named clause).
-
-        A match is mapped to its hit by document address (``addrs``, the hits' own): loading the stored document of
-        every (hit, name) pair cost a gene-expanded search in a session (a dozen names) more than the search."""
-        out: dict[str, list[str]] = {k: [] for k in keys}
-        if not keys:
-            return out
-        at = {(a.segment_ord, a.doc): k for k, a in zip(keys, addrs, strict=True)}
-        restrict = tantivy.Query.const_score_query(any_of(schema, key, keys), 0.0)
-        for clause in query.named():
-            q = self._clause(clause.model_copy(update={"boost": 1.0}), schema, fields)
-            if q is None or clause.name is None:
-                continue
-            both = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, restrict)])
-            res = searcher.search(both, len(keys), count=False)
-            for _, addr in res.hits:
-                k = at.get((addr.segment_ord, addr.doc))
-                if k is None:   # another document with a hit's key (none in a published build): read its key
-                    k = searcher.doc(addr)[key][0]
-                if k in out:
-                    out[k].append(clause.name)
-        return out
+        if kind == "papers":
+            fields = paper_fields(r.paper_fields or self.bm25.per_field(), r.supplements, source)
+            return Compiler(r.paper_schema, fields, "section_types", paper_fields=r.fielded,
+                            supplements=r.supplements, concepts=concepts)
+        return Compiler(r.passage_schema, PASSAGE_WEIGHTS, "section_type", kind="passages",
+                        supplements=r.supplements, concepts=concepts)
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                      snippets: bool = False) -> PaperSearchResults:
+                      snippets: bool = False, highlight: HighlightSpec | None = None) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = paper_fields(r.paper_fields or self.bm25.per_field(), r.supplements, query.filters.source)
-        q = self._compile(query, r.paper_schema, fields, "section_types") if fields else tantivy.Query.empty_query()
-        res = r.paper_searcher.search(q, limit, count=True, offset=offset)
+        compiler = self._compiler(r, "papers", query.filters.source)
+        res = r.paper_searcher.search(compiler.query(query), limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
-        matched = self._matched(r.paper_searcher, r.paper_schema, query, fields, "pmcid",
-                                [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
+        hits_matched = matched(r.paper_searcher, r.paper_schema, query, compiler.fields, "pmcid",
+                               [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
-        best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
+        hls = Highlighters(query.clauses) if highlight else None
+        wanted = snippets or highlight is not None
+        best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if wanted else {}
         hits = []
         for score, pmcid, p in papers:
-            snips = paper_snippets(hl, p.title, p.abstract, best.get(pmcid)) if hl else []
+            snips = paper_snippets(hl, p.title, p.abstract[:500], best.get(pmcid)) if hl else []
             where = best[pmcid].supplement if pmcid in best else None
-            hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
-                                 score=score, snippets=snips, matched=matched[pmcid],
-                                 supplement=SupplementPlace.model_validate(where.model_dump()) if where else None))
+            hit = PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract[:500], year=p.year, journal=p.journal,
+                           score=score, snippets=snips, matched=hits_matched[pmcid], pmid=p.pmid, doi=p.doi,
+                           supplement=SupplementPlace.model_validate(where.model_dump()) if where else None)
+            if hls is not None and highlight is not None:
+                hit.highlight, hit.best_passage = paper_highlight(hls, highlight, p.title, p.abstract,
+                                                                  best.get(pmcid))
+            hits.append(hit)
+        self._with_mentions(r, "papers", hits, query)
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -335,30 +285,34 @@ class EmbeddedEngine:
         """The best-scoring passage of each paper: body snippets come from it, not from a scan of the whole paper."""
         best: dict[str, Passage] = {}
         for pmcid in pmcids:
-            scoped = query.model_copy(update={"filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
-            hits = r.passage_searcher.search(self._compile(scoped, r.passage_schema, PASSAGE_WEIGHTS, "section_type"),
-                                             1, count=False).hits
+            # the positive clauses OR-ed (a tree's AND need not hold within one passage)
+            scoped = query.model_copy(update={"tree": None,
+                                              "filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
+            hits = r.passage_searcher.search(self._compiler(r, "passages").query(scoped), 1, count=False).hits
             if hits:
                 best[pmcid] = r.passage(r.passage_searcher.doc(hits[0][1])["doc"][0])
         return best
 
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                        snippets: bool = True) -> PassageSearchResults:
+                        snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = PASSAGE_WEIGHTS
-        q = self._compile(query, r.passage_schema, fields, "section_type")
-        res = r.passage_searcher.search(q, limit, count=True, offset=offset)
+        compiler = self._compiler(r, "passages")
+        res = r.passage_searcher.search(compiler.query(query), limit, count=True, offset=offset)
         # each stored passage validated once, as a hit (a Passage first would validate the same fields twice)
         hits = [PassageHit.model_validate({**p, "passage_id": p.get("id"), "score": score})
                 for score, p in ((score, r.passage_data(r.passage_searcher.doc(addr)["doc"][0]))
                                  for score, addr in res.hits)]
-        matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id",
-                                [h.passage_id for h in hits], [addr for _, addr in res.hits])
+        hits_matched = matched(r.passage_searcher, r.passage_schema, query, PASSAGE_WEIGHTS, "id",
+                               [h.passage_id for h in hits], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
+        hls = Highlighters(query.clauses) if highlight else None
         for h in hits:
-            h.matched = matched[h.passage_id]
+            h.matched = hits_matched[h.passage_id]
             h.snippet = hl.snippet("text", h.text) if hl else None
+            if hls is not None and highlight is not None:
+                h.highlight = passage_highlight(hls, highlight, h.text, h.section_type)
+        self._with_mentions(r, "passages", hits, query)
         return PassageSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import tantivy
 
-from search.core.names import is_valid
 from search.engines.embedded import paper_store, supplement_store
 from search.text.analysis import ANALYZERS
 from search.text.tokens import PRE_ANALYZED
@@ -23,7 +22,7 @@ from search.text.tokens import PRE_ANALYZED
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 6
+LAYOUT = 7
 #: the first layout with supplement passages (``source``), the papers' ``supp`` fields and ``supp_chunks``
 SUPPLEMENT_LAYOUT = 6
 #: the first layout whose papers are one field (``text``); older builds are searched per field
@@ -31,6 +30,8 @@ ONE_FIELD_LAYOUT = 5
 #: builds of a layout below this are deprecated (their readers go in a later release): ``flysift upgrade`` rewrites
 #: them; a layout-5 build (no supplement fields) is current, since only a new index of the sources adds supplements
 DEPRECATED_BELOW = ONE_FIELD_LAYOUT
+#: the first layout with the title and abstract fields beside the one field (``title:``, ``abstract:``)
+FIELDED_LAYOUT = 7
 
 
 def _add_views(sb: tantivy.SchemaBuilder, name: str) -> None:
@@ -46,6 +47,8 @@ def _paper_schema() -> tantivy.Schema:
     sb.add_text_field("section_types", stored=False, tokenizer_name="raw")
     _add_views(sb, "text")   # title, abstract and body, each repeated by its field weight (layout 5)
     _add_views(sb, "supp")   # the supplement passages' text, one value each (layout 6)
+    _add_views(sb, "title")  # once each, searched only by title:/abstract: (layout 7)
+    _add_views(sb, "abstract")
     sb.add_bytes_field("head", stored=True, indexed=False)  # PaperHead JSON
     return sb.build()
 
@@ -125,11 +128,3 @@ def _read_meta(meta_file: Path) -> dict[str, Any] | None:
 def _current_build(collection_dir: Path) -> str | None:
     meta = _read_meta(collection_dir / "CURRENT")
     return meta.get("build") if meta else None
-
-
-def collection_names(data_dir: Path) -> list[str]:
-    """The collections of a data directory that have a published build (their folders under ``collections/``)."""
-    folder = Path(data_dir) / "collections"
-    if not folder.is_dir():
-        return []
-    return sorted(d.name for d in folder.iterdir() if is_valid("collection", d.name) and (d / "CURRENT").is_file())
