@@ -36,7 +36,6 @@ from indexer.concepts import index_concepts  # noqa: E402
 from indexer.pipeline import index_corpus  # noqa: E402
 from indexer.synthetic import SyntheticConfig, generate  # noqa: E402
 from search.core.config import Settings  # noqa: E402
-from search.engines import open_engine  # noqa: E402
 from search.ontology.model import Ontology  # noqa: E402
 from search.services import Services  # noqa: E402
 from search.text.passages import split_passages  # noqa: E402
@@ -75,7 +74,7 @@ def run_concepts(settings: Settings, collection: str, workers: int) -> dict[str,
     w, c = time.perf_counter(), cpu()
     meta = index_concepts(settings, collection, workers=workers, resume=False)
     wall, used = time.perf_counter() - w, cpu() - c
-    st = open_engine(settings, collection=collection).stats()
+    st = Services.open(settings).engine(collection).stats()
     return {"workers": meta["workers"], "passages": meta["passages_read"], "papers": meta["papers"],
             "mentions": meta["mentions"], "terms": meta["terms"], "wall_s": round(wall, 1), "cpu_s": round(used, 1),
             "setup_s": meta["setup_s"], "recognise_s": meta["recognise_s"],
@@ -86,7 +85,7 @@ def run_concepts(settings: Settings, collection: str, workers: int) -> dict[str,
 
 
 def generated(settings: Settings, papers: int, words: int) -> int:
-    eng = open_engine(settings, collection="generated")
+    eng = Services.open(settings).engine("generated")
     build = eng.open_build("bench-concepts", resume=False)
     n = 0
     for p in generate(SyntheticConfig(n_papers=papers, words_per_paper=words, seed=7)):
@@ -119,8 +118,8 @@ def craft_gold(craft: Path) -> tuple[dict[str, list[str]], dict[str, dict[str, s
 
 def craft_scores(settings: Settings, craft: Path) -> dict[str, Any]:
     splits, gold = craft_gold(craft)
-    go = Services.open(settings).terms.ontology("go")
-    eng = open_engine(settings, collection="craft")
+    services = Services.open(settings)
+    go, eng = services.terms.ontology("go"), services.engine("craft")
     resolve = lambda i: go.resolve(i) or i  # noqa: E731
     found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))   # article -> aspect -> ids
     descended: dict[tuple[str, str], bool] = {}
@@ -205,7 +204,7 @@ def main() -> None:
                 result["generated, cluster"] = run_concepts(clu, "generated", 2)
                 print(result["generated, cluster"], flush=True)
             finally:
-                t = open_engine(clu).t  # type: ignore[attr-defined]
+                t = Services.open(clu).engine().t  # type: ignore[attr-defined]
                 names = list(t.request("GET", f"/{prefix}-*", params={"expand_wildcards": "all"}))
                 if names:
                     t.request("DELETE", "/" + ",".join(names))

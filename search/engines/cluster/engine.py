@@ -45,7 +45,7 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.names import index_missing
+from search.core.names import DEFAULT_COLLECTION, index_missing
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
 from search.engines.cluster import CAPABILITIES
@@ -232,12 +232,12 @@ class ClusterEngine(Browse):
     name = "cluster"
     capabilities = CAPABILITIES
 
-    def __init__(self, settings: Settings, collection: str = "default", *, chunk_bytes: int = 5_000_000,
+    def __init__(self, settings: Settings, collection: str = DEFAULT_COLLECTION, *, chunk_bytes: int = 5_000_000,
                  max_retries: int = 6, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
         self.t = Transport(settings)
         self.collection = collection
         self.prefix = settings.cluster_index_prefix
-        self.base = self.prefix if collection == "default" else f"{self.prefix}-{collection}"
+        self.base = self.prefix if collection == DEFAULT_COLLECTION else f"{self.prefix}-{collection}"
         self.builds_index = f"{self.prefix}-builds"
         self.shards, self.replicas = settings.cluster_shards, settings.cluster_replicas
         self.keep = settings.cluster_keep_versions
