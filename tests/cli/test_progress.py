@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from search.cli.progress import Progress
+from search.core.progress import Progress
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
