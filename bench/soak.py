@@ -75,7 +75,7 @@ class Windows:
             async with client.request(method, url, json=json, params=params, headers=headers) as r:
                 raw = await r.read()
                 ctype = r.headers.get("content-type", "")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             self.errors[f"{tool}: {type(e).__name__}"] += 1
             return None
         ms = (time.perf_counter() - t0) * 1000
@@ -237,11 +237,13 @@ def main() -> None:
     data, _, genes = build(args.work, args.papers, args.words, args.seed)
     if not (data / "terms" / "go").exists():
         from indexer.ontology_sample import sample_files
+        from search.core.config import Settings
         from search.ontology.model import Ontology
-        from search.ontology.service import TermService
+        from search.services import Services
 
+        terms = Services.open(Settings(data_dir=data)).terms
         for name, path in sample_files().items():
-            TermService(data).index_ontology(Ontology.load(path, name))
+            terms.index_ontology(Ontology.load(path, name))
     store_db = args.work / f"sessions-{int(time.time())}.sqlite"
     env = {**os.environ, "FLYSIFT_DATA_DIR": str(data), "FLYSIFT_AUTH": "false", "FLYSIFT_ENGINE": "embedded",
            "FLYSIFT_SESSION_DB": str(store_db), "FLYSIFT_RATE_LIMIT_PER_MINUTE": "0"}

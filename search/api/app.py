@@ -1,8 +1,10 @@
-"""The application factory: settings, shared services on ``app.state``, one error shape for every failure."""
+"""The application factory: the services of the settings (``search.services.Services``) on ``app.state``, one
+error shape for every failure."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, Request
@@ -23,12 +25,9 @@ from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.inputs import QUOTE_CHARS, clip
 from search.engines import storage_error
-from search.ontology.service import TermService
 from search.ops.wiring import install as install_operations
-from search.retrieval.service import SearchService
+from search.services import Services
 from search.sessions.keys import RateLimiter
-from search.sessions.service import SessionService
-from search.sessions.store import open_store
 
 log = logging.getLogger("flysift.api")
 
@@ -94,7 +93,7 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
     return sorted(by_template[best] - {"HEAD"})
 
 
-def _method_not_allowed(allow: list[str]):
+def _method_not_allowed(allow: list[str]) -> Callable[[], None]:
     def method_not_allowed() -> None:
         raise StarletteHTTPException(405, f"Method not allowed; this path takes {', '.join(allow)}.",
                                      headers={"Allow": ", ".join(allow)})
@@ -102,8 +101,10 @@ def _method_not_allowed(allow: list[str]):
     return method_not_allowed
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+    """The API over ``services`` (default: ``Services.open(settings)``)."""
+    services = services or Services.open(settings)
+    settings = services.settings
     app = FastAPI(title="flysift", version=__version__,
                   description="Retrieval backend for literature-curation agents: budget-limited, gene-aware "
                               "search over papers, passages and ontology terms.",
@@ -112,8 +113,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     files = [settings.session_db, settings.ground_truth, settings.cluster_ca_file, *(settings.lexicon or "").split(",")]
     app.state.redact = PathRedactor(settings.data_dir, [Path(f).parent for f in files if f])  # names stay
-    app.state.search = SearchService(settings)
-    app.state.builds = {}
+    app.state.services = services
+    app.state.search = services.search
     # auth (search.api.deps) and traces (search.api.middleware); the session service comes with the term service
     app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
     app.add_middleware(FastPath)  # innermost: the hot read routes answered without FastAPI's router and solver
@@ -121,13 +122,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(InputGuard)  # outermost: hostile bodies and URLs never reach the trace or a route
 
     @app.exception_handler(FlysiftError)
-    async def _flysift_error(request: Request, exc: FlysiftError):
+    async def _flysift_error(request: Request, exc: FlysiftError) -> JSONResponse:
         if exc.status >= 500 and exc.code not in QUIET:   # the operator's copy, with the paths the answer leaves out
             log.warning("%s %s: [%s] %s", request.method, request.url.path, exc.code, exc.message)
         return _error(exc.status, exc.code, exc.message, exc.details, exc.headers, request)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError):
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         raw = exc.errors()
         if any(e.get("type") == "json_invalid" for e in raw):  # InputGuard reads JSON bodies first; kept for safety
             return _error(400, "invalid_json", "The body is not valid JSON.", {"field": "body"})
@@ -138,7 +139,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(422, "invalid_request", f"Invalid request: {msg}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException):
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:   # Starlette names the methods of the first route that matched the path only
@@ -149,7 +150,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(exc.status_code, code, str(exc.detail), headers=headers, request=request)
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception):
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         if (err := storage_error(exc, settings.data_dir)) is not None:   # a full or read-only disk, from anywhere
             log.warning("%s %s: [%s] %s", request.method, request.url.path, err.code, err.message)
             return _error(err.status, err.code, err.message, err.details, err.headers, request)
@@ -157,8 +158,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.",
                       request=request)
 
-    app.state.terms = TermService(settings.data_dir, engine=app.state.search.engine())  # the configured engine
-    app.state.sessions = SessionService(open_store(settings), settings, terms=app.state.terms)
+    app.state.terms = services.terms
+    app.state.sessions = services.sessions
+    app.state.builds = services.builds
     install_operations(app, settings)  # outermost: request ids, metrics and the access log of every request
     routers = [papers.router, supplements.router, builds.router, sessions.router, terms.router, operations.router]
     _shadowed_methods(app, routers)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool as blocking
 
 from search.retrieval.service import SearchService
+from search.schema.sessions import Session
 from search.sessions.keys import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
-from search.sessions.models import Session
 from search.sessions.service import SessionService
 
 #: paths anyone may call, even with auth on
@@ -67,7 +67,7 @@ async def principal(request: Request) -> Principal:
     return p
 
 
-def key_shape(app, authorization: str | None, path: str) -> str | None:
+def key_shape(app: FastAPI, authorization: str | None, path: str) -> str | None:
     """The presented key when auth applies to ``path`` (None when it does not); ``Unauthorized`` when there is none
     or it is not shaped like one of our keys. No store access: the input guard calls it before reading a body."""
     if not app.state.settings.auth or path in PUBLIC_PATHS:
@@ -80,7 +80,7 @@ def key_shape(app, authorization: str | None, path: str) -> str | None:
     return key
 
 
-async def authenticate(app, authorization: str | None, path: str) -> Principal:
+async def authenticate(app: FastAPI, authorization: str | None, path: str) -> Principal:
     """The caller. With auth off everyone is the ``local`` team with every scope (no store access, no hand-off);
     with auth on the key's record is read in one hop. The rate limit is per worker process (``RateLimiter``)."""
     key = key_shape(app, authorization, path)

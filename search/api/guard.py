@@ -18,6 +18,7 @@ checked on a worker thread, not on the event loop. An unauthenticated 8 MB body 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -28,6 +29,7 @@ from urllib.parse import parse_qsl
 
 import anyio
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from search.api.deps import authenticate, key_shape
 from search.core import request_context
@@ -43,7 +45,7 @@ DEFAULT_MAX_QUERY_BODY_BYTES = 1024 * 1024
 BUILD_PAPERS = re.compile(r"/v1/collections/[^/]+/builds/[^/]+/papers")
 SUBMISSION = re.compile(r"/v1/sessions/[^/]+/submission")
 SUBMISSION_BODY_BYTES = 2 * 1024 * 1024
-#: a document's texts for the term recogniser: up to 2,000,000 characters (``search.api.models``)
+#: a document's texts for the term recogniser: up to 2,000,000 characters (``search.schema.terms``)
 RECOGNISE = re.compile(r"/v1/terms/recognise")
 RECOGNISE_BODY_BYTES = 4 * 1024 * 1024
 #: JSON values a body may hold, by route kind: a build's 10,000 papers with their sections and paragraphs; a query,
@@ -102,10 +104,8 @@ def _spellings(path: Path | str) -> set[Path]:
     """A path as configured, made absolute and with links resolved (messages may carry any of them)."""
     p = Path(path)
     out = {p, p.absolute()}
-    try:
+    with contextlib.suppress(OSError):
         out.add(p.resolve())
-    except OSError:
-        pass
     return {q for q in out if q.is_absolute()}
 
 
@@ -159,7 +159,7 @@ def is_json(content_type: str | None) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def check_url(scope: dict) -> None:
+def check_url(scope: Scope) -> None:
     """Query parameters and the path carry text only: no NUL (percent-decoding cannot make a lone surrogate)."""
     problem = text_problem(scope.get("path", ""))
     if problem:
@@ -174,7 +174,7 @@ def check_url(scope: dict) -> None:
             raise InvalidRequest(f"{field}: {problem}.", details={"field": field})
 
 
-def body_limits(scope: dict) -> tuple[int, int]:
+def body_limits(scope: Scope) -> tuple[int, int]:
     """The largest body (bytes) and the most JSON values the request's route takes."""
     settings = getattr(scope["app"].state, "settings", None)
     path = scope.get("path", "")
@@ -198,10 +198,10 @@ class InputGuard:
     """ASGI middleware: authenticates a request with a body, reads the body once (bounded), checks it and the URL,
     and hands the same bytes on."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp):
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         try:
@@ -216,7 +216,7 @@ class InputGuard:
             return
         replayed = False
 
-        async def replay():
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -226,7 +226,7 @@ class InputGuard:
         await self.app(scope, replay, send)
 
     @staticmethod
-    async def _authenticate(scope) -> None:
+    async def _authenticate(scope: Scope) -> None:
         """With auth on, the caller of a request with a body, before the body is read: a missing or malformed key is
         refused at once; a key is looked up (and rate-limited) once, and ``search.api.deps.principal`` reuses it."""
         app = scope["app"]
@@ -240,7 +240,7 @@ class InputGuard:
         scope.setdefault("state", {})["principal"] = await authenticate(app, authorization, scope.get("path", ""))
 
     @staticmethod
-    async def _read(scope, receive) -> bytes | None:
+    async def _read(scope: Scope, receive: Receive) -> bytes | None:
         limit, max_values = body_limits(scope)
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         declared = headers.get(b"content-length", b"").strip()
@@ -271,7 +271,7 @@ class InputGuard:
         return body
 
 
-def _has_body(scope: dict) -> bool:
+def _has_body(scope: Scope) -> bool:
     """Whether the request announces a body (``Content-Length`` other than 0, or ``Transfer-Encoding``); a request
     with neither has none, so there is nothing to read, bound or check."""
     for key, value in scope.get("headers", ()):

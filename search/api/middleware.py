@@ -20,12 +20,14 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from search.api.guard import PARSED_BODY, error_response
 from search.core.errors import FlysiftError
 from search.core.inputs import bounded
 from search.engines import storage_error
-from search.sessions.models import TraceEvent
+from search.schema.sessions import TraceEvent
 from search.sessions.service import SessionService
 
 log = logging.getLogger("flysift.api")
@@ -61,7 +63,7 @@ def returned_ids(body: Any) -> list[str]:
     return list(out)[:MAX_RETURNED_IDS]
 
 
-def traceable(scope) -> bool:
+def traceable(scope: Scope) -> bool:
     """Whether a route of this request may mark it for tracing (``trace_into``)."""
     return any(k == SESSION_HEADER for k, _ in scope["headers"]) or (
         scope["path"].startswith(SESSION_PATHS) and scope.get("method") not in READS)
@@ -79,10 +81,10 @@ class TraceMiddleware:
     parameters, JSON body), returned ids, latency, status and error; with the read charge a route held
     (``request.state.read_charge``), if any."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp):
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not traceable(scope):
             return await self.app(scope, receive, send)
         call = TracedCall(scope, receive, send)
@@ -99,21 +101,21 @@ class TracedCall:
     """One traced request: the body the route read, the answer it gave (held until its record is stored), and
     the record."""
 
-    def __init__(self, scope, receive, send):
+    def __init__(self, scope: Scope, receive: Receive, send: Send):
         self.scope, self._receive, self._send = scope, receive, send
         self.t0, self.started = time.perf_counter(), time.time()
         self.body_in: list[bytes] = []
         self.body_out: list[bytes] = []
         self.status = 0
-        self.held: list[dict] = []   # the answer, sent once its record is stored
+        self.held: list[Message] = []   # the answer, sent once its record is stored
 
-    async def receive(self) -> dict:
+    async def receive(self) -> Message:
         msg = await self._receive()
         if msg["type"] == "http.request":
             self.body_in.append(msg.get("body", b""))
         return msg
 
-    async def send(self, msg: dict) -> None:
+    async def send(self, msg: Message) -> None:
         if msg["type"] == "http.response.start":
             self.status = msg["status"]
             self.held.append(msg)
@@ -142,7 +144,7 @@ class TracedCall:
         error = out.get("error") if self.status >= 400 and isinstance(out, dict) else None
         if self.status >= 400 and error is None:
             error = {"code": "http_error", "message": f"HTTP {self.status}"}
-        ev = TraceEvent(time=self.started, tool=getattr(scope.get("endpoint"), "__name__", scope.get("path", "")),
+        ev = TraceEvent(time=self.started, tool=str(getattr(scope.get("endpoint"), "__name__", scope.get("path", ""))),
                         method=scope.get("method", ""), path=scope.get("path", ""),
                         arguments=bounded(self.arguments()), returned_ids=[] if error else returned_ids(out),
                         latency_ms=round((time.perf_counter() - self.t0) * 1000, 3), status=self.status,
@@ -166,7 +168,7 @@ class TracedCall:
         return args
 
 
-def _failure(scope, exc: Exception):
+def _failure(scope: Scope, exc: Exception) -> JSONResponse:
     """The answer for a call whose trace record could not be stored."""
     app = scope["app"]
     redact = getattr(app.state, "redact", None)

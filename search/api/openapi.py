@@ -22,20 +22,20 @@ from typing import Any
 from fastapi import FastAPI
 
 from search.api.deps import BEARER_SCHEME, PUBLIC_PATHS
-from search.api.models import ErrorResponse
 from search.core import names
 from search.core.config import Settings
 from search.core.inputs import INT64_MAX, INT64_MIN, MAX_STRING_CHARS
-from search.core.query import MAX_FILTER_PMCID_CHARS, MAX_YEAR
-from search.ontology import service as terms
-from search.ontology.hidden import NAMED_SETS
+from search.core.names import TREC_NAME
+from search.core.query import MAX_FILTER_PMCID_CHARS, MAX_FRAGMENT_CHARS, MAX_FRAGMENTS, MAX_TAG_CHARS, MAX_YEAR
 from search.ontology.model import GO_ASPECTS, KNOWN, KNOWN_RELATIONS, RELATION_SETS
 from search.retrieval.cursors import MAX_CURSOR_CHARS
-from search.retrieval.exports import MEDIA_TYPES, TREC_NAME
+from search.retrieval.exports import MEDIA_TYPES
 from search.retrieval.service import FACETS, VALID_SECTIONS
+from search.schema.errors import ErrorResponse
+from search.schema.hidden import NAMED_SETS
+from search.schema.sessions import MAX_GENE_REF_CHARS
 from search.sessions.keys import TEAM_NAME
-from search.sessions.models import MAX_GENE_REF_CHARS, SESSION_ID
-from search.text.highlight import MAX_FRAGMENT_CHARS, MAX_FRAGMENTS, MAX_TAG_CHARS
+from search.sessions.models import SESSION_ID
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
 SECURITY_SCHEME = "HTTPBearer"
@@ -175,7 +175,7 @@ def json_value_schema(levels: int = JSON_VALUE_LEVELS) -> dict[str, Any]:
 
 def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
     """Bounds of query, path and header parameters by name, from the modules that enforce them."""
-    term_query = {"minLength": 1, "maxLength": terms.MAX_QUERY_CHARS, "pattern": NON_BLANK}
+    term_query = {"minLength": 1, "maxLength": settings.max_query_chars, "pattern": NON_BLANK}
     # ``team`` picks whose sessions only with auth off (empty: the caller's own); with auth on it is ignored
     team = {} if settings.auth else {"pattern": f"^(?:{TEAM_NAME.pattern.strip('^$')})?$", "maxLength": 64}
     session = {"pattern": _anchored(SESSION_ID.pattern), "maxLength": 68}
@@ -194,6 +194,8 @@ def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
         "aspect": {"pattern": ASPECT},
         "team": team,
         "q": term_query, "text": term_query, "query": term_query,
+        # a route that declares its own maximum keeps it (sessions, traces, hierarchy lists, the label export)
+        "limit": {"minimum": 1, "maximum": settings.max_page_size},
     }
 
 

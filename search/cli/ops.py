@@ -9,6 +9,8 @@ from pathlib import Path
 import click
 
 from search.cli.options import data_dir_option, settings_for
+from search.core.config import Settings
+from search.core.errors import FlysiftError
 
 COLOURS = {"ok": "green", "warn": "yellow", "fail": "red"}
 
@@ -28,7 +30,7 @@ def doctor(data_dir: Path | None, quick: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"data_dir": str(settings.data_dir), **summary(checks)}, indent=2))
     else:
-        click.echo(f"data dir {settings.data_dir} ({settings.engine_kind} engine)")
+        click.echo(f"data dir {settings.data_dir} ({engine_name(settings)} engine)")
         for c in checks:
             click.secho(c.line(), fg=COLOURS[c.state])
         failed = sum(c.state == "fail" for c in checks)
@@ -88,7 +90,17 @@ def backup_restore(src: Path, data_dir: Path, force: bool) -> None:
     click.echo(f"  check it: flysift doctor --data-dir {data_dir}", err=True)
 
 
+def engine_name(settings: Settings) -> str:
+    """The name of the engine the settings choose (opening it reads no index and calls no cluster)."""
+    from search.engines import open_engine
+
+    try:
+        return open_engine(settings).name
+    except FlysiftError:
+        return "unconfigured"
+
+
 def time_of(t: float) -> str:
     import datetime
 
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -38,7 +38,7 @@ CUT = "…"
 def _json_integer(value: Any) -> Any:
     """What JSON calls an integer: a number without a fraction (``10`` or ``10.0``), never ``true`` (pydantic would
     read it as 1: ``limit: true`` answered one hit) nor a string of digits."""
-    if isinstance(value, bool) or isinstance(value, str | bytes):
+    if isinstance(value, bool | str | bytes):
         raise ValueError("Input should be a valid integer (a JSON number, not a boolean or a string)")
     if isinstance(value, float) and value.is_integer():
         return int(value)

@@ -29,7 +29,8 @@ from typing import Any
 from search import __version__
 from search.core.config import Settings
 from search.core.errors import FlysiftError
-from search.engines import Backupable, open_engine
+from search.engines import Backupable, capabilities_of, open_engine
+from search.sessions.store import store_kind
 
 MANIFEST = "flysift-backup.json"
 FORMAT = 1
@@ -79,11 +80,11 @@ def create(settings: Settings, dest: Path, *, link: bool = True,
     work = dest.parent / f".{dest.name}.partial-{secrets.token_hex(4)}"
     work.mkdir()
     t0 = time.time()
-    manifest: dict[str, Any] = {"format": FORMAT, "flysift": __version__, "created": t0, "engine":
-                                settings.engine_kind, "not_included": []}
+    manifest: dict[str, Any] = {"format": FORMAT, "flysift": __version__, "created": t0, "not_included": []}
     try:
         manifest["sessions"] = _store(settings, work, say, manifest["not_included"])
         engine = open_engine(settings)
+        manifest["engine"] = engine.name
         if isinstance(engine, Backupable):
             say("indexes: published builds and term indexes" + (" (hard links where possible)" if link else ""))
             manifest["indexes"] = engine.backup(work, link)
@@ -116,8 +117,7 @@ def create(settings: Settings, dest: Path, *, link: bool = True,
 
 
 def _store(settings: Settings, work: Path, say: Callable[[str], None], not_included: list[str]) -> dict[str, Any]:
-    kind = settings.session_store or ("cluster" if settings.engine_kind == "cluster" else "sqlite")
-    if kind != "sqlite":
+    if store_kind(settings, shared=capabilities_of(settings).shared) != "sqlite":
         not_included.append("the cluster session store: back it up with the cluster's snapshot API")
         return {}
     path = settings.session_db or Path(settings.data_dir) / "sessions.sqlite"

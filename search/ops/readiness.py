@@ -19,7 +19,8 @@ from typing import Any
 from search.core.checks import RESTORE, Check, fail, ok, warn
 from search.core.config import Settings
 from search.core.errors import FlysiftError
-from search.engines import Engine, open_engine
+from search.engines import Engine, capabilities_of, open_engine
+from search.sessions.store import store_kind
 
 #: free space below either of these is a warning (a full disk refuses every session write: 507)
 LOW_SPACE_BYTES = 1 << 30
@@ -96,8 +97,7 @@ def file_checks(data_dir: Path, deep: bool = False) -> list[Check]:
 def store_checks(settings: Settings, store: Any | None = None, deep: bool = False) -> list[Check]:
     """The session store's own readiness; without a running ``store``, the SQLite file is opened only when it
     exists (a doctor never creates one)."""
-    if store is None and (settings.session_store or ("cluster" if settings.engine_kind == "cluster" else "sqlite")
-                          ) == "sqlite":
+    if store is None and store_kind(settings, shared=capabilities_of(settings).shared) == "sqlite":
         path = settings.session_db or Path(settings.data_dir) / "sessions.sqlite"
         if not Path(path).exists():
             return [ok("session store", "no sessions yet (sessions.sqlite is made on first use)")]
@@ -150,7 +150,7 @@ class Readiness:
         except FlysiftError as e:
             out.append(fail("engine", e.message))
         out.extend(store_checks(self.settings, self.store(), False))
-        if self.settings.engine_kind == "embedded":
+        if capabilities_of(self.settings).local_builds:   # the data dir's own files matter
             out.extend(file_checks(Path(self.settings.data_dir)))
         self._last = (now, out)
         return out

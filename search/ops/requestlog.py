@@ -21,11 +21,12 @@ import re
 import secrets
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fastapi import routing as fastapi_routing
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from search.core.request_context import CURRENT, RequestContext
 from search.ops.metrics import Metrics
@@ -47,7 +48,7 @@ def new_request_id() -> str:
     return secrets.token_hex(8)
 
 
-def request_id_of(scope: dict) -> str:
+def request_id_of(scope: Scope) -> str:
     """The caller's ``X-Request-Id`` if it is a plain token (so it can be echoed and logged safely), else a new one."""
     for key, value in scope.get("headers", ()):
         if key == HEADER:
@@ -56,7 +57,7 @@ def request_id_of(scope: dict) -> str:
     return new_request_id()
 
 
-def route_of(scope: dict) -> str:
+def route_of(scope: Scope) -> str:
     """The route template that answered (``/v1/papers/{pmcid}``, with the prefix of an included router), ``unmatched``
     when none did."""
     fastapi_scope = scope.get(_FASTAPI_SCOPE_KEY) if _FASTAPI_SCOPE_KEY else None
@@ -68,7 +69,7 @@ def route_of(scope: dict) -> str:
     return "unmatched"
 
 
-def _session_of(scope: dict) -> str | None:
+def _session_of(scope: Scope) -> str | None:
     state = scope.get("state") or {}
     sid = state.get("trace_session")
     if sid:
@@ -85,7 +86,7 @@ class JsonFormatter(logging.Formatter):
     request id of the request being answered, and the traceback of an exception."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {"time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+        out: dict[str, Any] = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(
             timespec="milliseconds").replace("+00:00", "Z"), "level": record.levelname, "logger": record.name}
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
@@ -153,13 +154,13 @@ def configure(log_format: str = "json", level: str = "info", access_log: bool = 
 class OpsMiddleware:
     """Request id, metrics and the access log for every HTTP request (see the module docstring)."""
 
-    def __init__(self, app, metrics: Metrics | None = None, access_log: bool = False):
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None, access_log: bool = False):
         self.app = app
         self.metrics = metrics
         self.access_log = access_log
         self.log = logging.getLogger(ACCESS)
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         ctx = RequestContext(request_id_of(scope))
@@ -170,7 +171,7 @@ class OpsMiddleware:
         answer = {"status": 0, "bytes": 0}
         rid = ctx.request_id.encode()
 
-        async def snd(msg):
+        async def snd(msg: Message) -> None:
             if msg["type"] == "http.response.start":
                 answer["status"] = msg["status"]
                 headers = list(msg.get("headers", []))
@@ -191,7 +192,7 @@ class OpsMiddleware:
         finally:
             self._record(scope, ctx, answer, time.perf_counter() - t0)
 
-    def _record(self, scope: dict, ctx: RequestContext, answer: dict[str, int], seconds: float) -> None:
+    def _record(self, scope: Scope, ctx: RequestContext, answer: dict[str, int], seconds: float) -> None:
         route = route_of(scope)
         state = scope.get("state") or {}
         principal = state.get("principal")
@@ -203,7 +204,7 @@ class OpsMiddleware:
                                          bool(getattr(charge, "charged", False)) and status < 400)
         if self.access_log and self.log.isEnabledFor(logging.INFO):
             path = scope.get("path", "")
-            fields = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            fields = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                       "request_id": ctx.request_id, "method": scope.get("method", ""), "route": route,
                       "path": path if len(path) <= MAX_PATH_CHARS else path[:MAX_PATH_CHARS] + "…",
                       "status": status, "duration_ms": round(seconds * 1000, 2),

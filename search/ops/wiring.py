@@ -4,7 +4,6 @@ middleware need nothing else."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,32 +21,21 @@ def install(app: Any, settings: Settings) -> None:
     state = app.state
     state.readiness = Readiness(settings, lambda: state.search.engine(), lambda: state.sessions.store)
 
-    def api_builds() -> dict[str, int]:
-        out: dict[str, int] = {}
-        for collection, _ in list(getattr(state, "builds", {})):
-            out[collection] = out.get(collection, 0) + 1
-        return out
-
-    collector = StateCollector(state.readiness.checks, open_sessions_of(state.sessions.store), api_builds)
+    collector = StateCollector(state.readiness.checks, open_sessions_of(state.sessions.store),
+                               state.builds.open_counts)
     state.metrics = Metrics(collector)
     app.add_middleware(OpsMiddleware, metrics=state.metrics, access_log=settings.access_log)
     _abort_builds_at_shutdown(app)
 
 
 def _abort_builds_at_shutdown(app: Any) -> None:
-    """API builds still open when the process stops are aborted and removed (a first build's collection folder with
-    them): a restart, a deploy or a crash loop no longer leaves half-written builds and empty collections behind."""
+    """API builds still open when the process stops are aborted and removed (``BuildService.abort_all``)."""
     inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as value:
             yield value
-        for entry in list(getattr(a.state, "builds", {}).values()):
-            try:
-                entry.build.abort(discard=True)
-            except Exception:  # noqa: BLE001  (one build that cannot be removed must not keep the others)
-                logging.getLogger("flysift.api").exception("aborting an open build at shutdown")
-        getattr(a.state, "builds", {}).clear()
+        a.state.builds.abort_all()
 
     app.router.lifespan_context = lifespan

@@ -26,10 +26,9 @@ from search.client import Client
 from search.core.config import Settings
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 from search.text.lexicon import Lexicon
 
-from helpers import LiveServer, build_index, needs_extra
+from helpers import LiveServer, build_index, needs_extra, term_service
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 KEY_ENV = "FLYSIFT_TEST_LLM_KEY"
@@ -47,7 +46,7 @@ def service(tmp_path_factory):
     Lexicon(bundled_genes()).save(data / "lexicon.tsv")
     cache = tmp_path_factory.mktemp("cache")
     for obo, name in (("mini.obo", "go"), ("mini_fbbt.obo", "fbbt")):
-        TermService(data).index_ontology(Ontology.load(FIXTURES / obo, name, cache_dir=cache), TermIndex(data).write)
+        term_service(data).index_ontology(Ontology.load(FIXTURES / obo, name, cache_dir=cache), TermIndex(data).write)
     with LiveServer(create_app(Settings(data_dir=data))) as srv:
         yield srv
 

@@ -22,14 +22,13 @@ from search.core.models import Gene, Paper, Section
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 from search.ops import backup as ops_backup
 from search.sessions.keys import new_key
 from search.sessions.store import SqliteStore
 from search.text.lexicon import Lexicon
 from search.text.passages import split_passages
 
-from helpers import PAPERS, LiveServer, build_index
+from helpers import PAPERS, LiveServer, build_index, term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 QUERIES = ["wing", "Dl", "Su(H)", "growth disc", "dorsal gradient"]
@@ -43,7 +42,7 @@ def _data(root: Path) -> Path:
                                                                      for i in range(8)])])
     build_index(d, [*PAPERS, long_paper])
     build_index(d, PAPERS[:3], collection="ir")
-    TermService(d).index_ontology(Ontology.load(FIX / "mini.obo", "go", cache_dir=root / "cache"), TermIndex(d).write)
+    term_service(d).index_ontology(Ontology.load(FIX / "mini.obo", "go", cache_dir=root / "cache"), TermIndex(d).write)
     Lexicon([GENE]).save(d / "lexicon.tsv")
     store = SqliteStore(d / "sessions.sqlite")
     store.create_team("lab1")

@@ -10,6 +10,7 @@ not collections are warnings. Files are named relative to the data dir; each fin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -214,10 +215,8 @@ def readiness(data_dir: Path, deep: bool = False) -> list[Check]:
     out: list[Check] = []
     collections = data_dir / "collections"
     folders: list[Path] = []
-    try:
+    with contextlib.suppress(OSError):
         folders = sorted(p for p in collections.iterdir() if p.is_dir())
-    except OSError:
-        pass
     for folder in folders:
         if not is_valid("collection", folder.name):
             out.append(warn(f"folder {folder.name[:60]}", "not a collection (its name is not one)",
