@@ -160,3 +160,16 @@ def test_a_disk_without_room_is_not_ready(tmp_path, monkeypatch, free_mib, statu
     assert disk["state"] == state
     if state == "fail":
         assert "507 storage_full" in disk["message"] and disk["fix"]
+
+
+@pytest.mark.cluster
+def test_a_reachable_cluster_is_ready_and_its_store_takes_a_write(cluster_settings):
+    """``/v1/ready`` of a service on the cluster engine: the cluster answers, the session store (the cluster's own,
+    shared by every replica) takes a write, and no file of the data dir is asked for (the cluster holds the index)."""
+    with TestClient(create_app(cluster_settings)) as c:
+        r = c.get("/v1/ready")
+    assert r.status_code == 200, r.text
+    checks = {ch["name"]: ch for ch in r.json()["checks"]}
+    assert checks["cluster"]["state"] == "ok"
+    assert checks["session store"]["state"] == "ok"
+    assert not any(name.startswith(("collection ", "disk")) for name in checks)
