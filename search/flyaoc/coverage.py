@@ -43,6 +43,9 @@ SEARCH_TOOLS = frozenset({"search_papers", "search_passages", "search_corpus"})
 PAGE = 100
 #: the synonym policies of the ceiling queries, by default
 POLICIES = ("none", "snapshot", "full")
+#: not a reason: what a paper gets when the caller asked for no ranking (``ranks=None``, e.g. a table of many genes
+#: that ranks one gene at a time): indexed, never read or surfaced, so ``never_retrieved`` or ``beyond_budget``
+NOT_RANKED = "not_ranked"
 
 #: ``paper(pmcid)``: (title, year) of an indexed paper, None when the collection does not hold it
 PaperLookup = Callable[[str], "tuple[str | None, int | None] | None"]
@@ -175,12 +178,14 @@ def follow(search: Callable[[int, int], list[str]], wanted: set[str], depth: int
 
 def gene_reasons(gene_id: str, symbol: str, cited: Iterable[str], trace: Any, source: str,
                  record: dict[str, Any] | None, budget: int, run_policy: str, policies: Iterable[str],
-                 paper: PaperLookup, ranks: Ranker) -> dict[str, Any]:
+                 paper: PaperLookup, ranks: Ranker | None, max_requests: int | None = None) -> dict[str, Any]:
     """Every cited paper of one gene with its reason (:data:`REASONS`), title and year, and the gene's counts.
 
     ``trace``: the session's events; ``record``: the prediction (a run record or the submitted annotations);
     ``budget`` and ``run_policy``: the run's; ``policies``: those of the ceiling queries. Ranking is asked only for
-    papers the trace does not explain (indexed, never read, never surfaced)."""
+    papers the trace does not explain (indexed, never read, never surfaced); without ``ranks`` they are
+    :data:`NOT_RANKED` (counted under that name too). ``max_requests``: ask at most this many of the run's own
+    searches again (``asked_again`` and ``searches`` say how many were and are)."""
     read = read_pmcids_from_trace(trace, source)
     surfaced = surfaced_from_trace(trace, source)
     cited_in_output = evidence_pmcids(record)
@@ -198,9 +203,17 @@ def gene_reasons(gene_id: str, symbol: str, cited: Iterable[str], trace: Any, so
         else:
             unexplained.add(pmcid)
         refs.append(ref)
-    if unexplained:
+    counts = dict.fromkeys(REASONS, 0)
+    searches = search_requests(trace, source)
+    kept = searches if max_requests is None else searches[:max_requests]
+    if unexplained and ranks is None:
+        for ref in refs:
+            if ref["pmcid"] in unexplained:
+                ref["reason"] = NOT_RANKED
+        counts[NOT_RANKED] = 0
+    elif unexplained and ranks is not None:
         best: dict[str, dict[str, Any]] = {}
-        asked = [("run", run_policy, r) for r in search_requests(trace, source)]
+        asked = [("run", run_policy, r) for r in kept]
         asked += [("ceiling", pol, {"query": symbol, "gene": gene_id}) for pol in policies]
         for origin, policy, request in asked:
             for pmcid, rank in ranks(policy, request, unexplained).items():
@@ -213,11 +226,13 @@ def gene_reasons(gene_id: str, symbol: str, cited: Iterable[str], trace: Any, so
                 ref["reason"] = "beyond_budget" if found else "never_retrieved"
                 if found:
                     ref["detail"] = found
-    counts = dict.fromkeys(REASONS, 0)
     for ref in refs:
         counts[ref["reason"]] += 1
-    return {"symbol": symbol, "cited": len(refs), "counts": counts,
-            "not_indexed_share": counts["not_indexed"] / len(refs) if refs else None, "references": refs}
+    out = {"symbol": symbol, "cited": len(refs), "counts": counts,
+           "not_indexed_share": counts["not_indexed"] / len(refs) if refs else None, "references": refs}
+    if max_requests is not None:
+        out["searches"], out["asked_again"] = len(searches), len(kept) if unexplained and ranks else 0
+    return out
 
 
 def detail_text(reason: str, detail: Any) -> str:

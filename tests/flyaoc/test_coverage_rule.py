@@ -3,7 +3,7 @@ are plain functions, so every reason can be reached and the ranker's calls count
 
 from __future__ import annotations
 
-from search.flyaoc.coverage import REASONS, detail_text, follow, gene_reasons
+from search.flyaoc.coverage import NOT_RANKED, REASONS, detail_text, follow, gene_reasons
 
 
 def _trace() -> dict:
@@ -63,3 +63,20 @@ def test_follow_pages_until_every_wanted_paper_is_found():
     assert pages == [(100, 0), (100, 100)]
     pages.clear()
     assert follow(search, {"PMC999"}, depth=250) == {} and pages == [(100, 0), (100, 100), (50, 200)]
+
+
+def test_without_a_ranker_unexplained_papers_are_not_ranked_and_searches_can_be_capped():
+    heads = {"PMC1": ("a", 2001), "PMC4": ("b", 2002)}.get
+    g = gene_reasons("FBgn1", "Dl", ["PMC1", "PMC4"], _trace(), "t", None, 16, "snapshot", ["none"], heads, None)
+    assert {r["pmcid"]: r["reason"] for r in g["references"]} == {"PMC1": "read_not_annotated",
+                                                                   "PMC4": NOT_RANKED}
+    assert g["counts"][NOT_RANKED] == 1 and NOT_RANKED not in REASONS
+    asked: list[str] = []
+
+    def ranks(policy: str, request: dict, wanted: set[str]) -> dict[str, int]:
+        asked.append(request["query"])
+        return {}
+
+    g = gene_reasons("FBgn1", "Dl", ["PMC4"], _trace(), "t", None, 16, "snapshot", ["none"], heads, ranks,
+                     max_requests=0)
+    assert asked == ["Dl"] and (g["searches"], g["asked_again"]) == (1, 0)
