@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from workbench_site import XSS_PAPER, XSS_TITLE, build_site, index_go, parent_child
+from workbench_site import XSS_PAPER, XSS_TITLE, add_concepts, build_site, index_go, parent_child
 
 from search.api.app import create_app
 
@@ -45,6 +45,7 @@ def served(tmp_path_factory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("wb-browser")
     settings = build_site(root, ["GO:0003700", "GO:0043226", "GO:0005622"])
     ont = index_go(settings.data_dir, tmp_path_factory.mktemp("cache"))
+    add_concepts(settings)
     with LiveServer(create_app(settings)) as srv:
         yield {"url": srv.url, "ontology": ont}
 

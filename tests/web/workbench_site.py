@@ -77,6 +77,15 @@ def index_go(data: Path, cache: Path) -> Ontology:
     return ont
 
 
+def add_concepts(settings: Settings) -> None:
+    """A concept index for the default collection (``flysift index concepts``: "nucleus" in PMC100001 is GO:0005634)
+    and a collection ``plain`` of the same papers without one. Call after ``index_go``."""
+    from indexer.concepts import index_concepts
+
+    build_index(settings.data_dir, [*PAPERS, XSS_PAPER], collection="plain")
+    index_concepts(settings, workers=1)
+
+
 def parent_child(ont: Ontology) -> tuple[str, str, str]:
     """A live term with a parent and a child over is_a: (parent, term, child)."""
     for t in ont.terms():
