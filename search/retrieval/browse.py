@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -122,12 +123,38 @@ class Marker:
         self.empty = not clauses
 
     def marks(self, text: str, field: str | None = None) -> TextMarks:
-        if self.empty or not text:
-            return TextMarks()
-        names = self.names.for_field(field).spans(text)
-        words = [w for w in self.words.for_field(field).spans(text)
-                 if not any(s < w[1] and w[0] < e for s, e in names)]
-        return TextMarks(highlights=sorted(names + words), names=names)
+        return self.marks_many([text], field)[0]
+
+    def marks_many(self, texts: Sequence[str], field: str | None = None) -> list[TextMarks]:
+        """The marks of each text, found in one pass over the texts joined by blank lines (no token spans
+        whitespace, so each match lies within one text): a paper is two passes, not two per passage."""
+        if self.empty or not any(texts):
+            return [TextMarks.model_construct(highlights=[], names=[], terms=[]) for _ in texts]
+        whole = "\n\n".join(texts)
+        names = self.names.for_field(field).spans(whole)
+        starts = [s for s, _ in names]
+
+        def free(s: int, e: int) -> bool:   # overlaps no name (names do not overlap each other once merged)
+            i = bisect_left(starts, e) - 1
+            return i < 0 or names[i][1] <= s
+
+        spans = sorted([(s, e, True) for s, e in names]
+                       + [(s, e, False) for s, e in self.words.for_field(field).spans(whole) if free(s, e)])
+        out: list[TextMarks] = []
+        at, i = 0, 0
+        for text in texts:
+            end = at + len(text)
+            mine: list[Span] = []
+            own: list[Span] = []
+            while i < len(spans) and spans[i][0] < end:
+                s, e, is_name = spans[i]
+                mine.append((s - at, e - at))
+                if is_name:
+                    own.append((s - at, e - at))
+                i += 1
+            out.append(TextMarks.model_construct(highlights=mine, names=own, terms=[]))
+            at = end + 2
+        return out
 
 
 class BrowseService:
@@ -275,18 +302,24 @@ class BrowseService:
                          authors=paper.authors, title=paper.title, title_highlights=title.highlights,
                          title_names=title.names, supplements=paper.supplements)
         names = {0: ("ABSTRACT", "Abstract")} | {i: (s.type, s.title) for i, s in enumerate(paper.sections, start=1)}
+        shown = [p for p in split_passages(paper)
+                 if wanted is None or names.get(p.section_index, ("OTHER", None))[0] in wanted]
+        abstract = [p for p in shown if p.section_index == 0]
+        body = [p for p in shown if p.section_index != 0]
+        marks = dict(zip([p.id for p in abstract], marker.marks_many([p.text for p in abstract], "abstract"),
+                         strict=True))
+        marks.update(zip([p.id for p in body], marker.marks_many([p.text for p in body]), strict=True))
         current, at = MarkedSection(type=""), -1
-        for p in split_passages(paper):
-            kind, heading = names.get(p.section_index, ("OTHER", None))
-            if wanted is not None and kind not in wanted:
-                continue
+        for p in shown:
             if p.section_index != at:
+                kind, heading = names.get(p.section_index, ("OTHER", None))
                 current, at = MarkedSection(index=p.section_index, type=kind, title=heading), p.section_index
                 view.sections.append(current)
-            marks = marker.marks(p.text, "abstract" if p.section_index == 0 else None)
-            view.matches += len(marks.highlights)
-            current.passages.append(MarkedParagraph(passage_id=p.id, text=p.text, start=p.start, end=p.end,
-                                                    highlights=marks.highlights, names=marks.names))
+            m = marks[p.id]
+            view.matches += len(m.highlights)
+            current.passages.append(MarkedParagraph.model_construct(
+                passage_id=p.id, text=p.text, start=p.start, end=p.end, highlights=m.highlights, names=m.names,
+                terms=[]))
         view.matches += len(view.title_highlights)
         if terms:
             self.mark_terms(view, collection, recognise)
