@@ -2,7 +2,8 @@
 the same query, on one generated corpus (default 2,000 papers), and the page weight (HTML + CSS + JS).
 
 Requests are driven straight into the ASGI app in this process (no client, no socket), so the CPU measured is the
-server's: routing, the service call, rendering or serialising. Per query, one warm-up call each, then ``--rounds``
+server's: routing, the service call, rendering or serialising. The JSON search asks what the search page asks (the
+query language, highlight fragments, facets by year and section). Per query, one warm-up call each, then ``--rounds``
 rounds of the five requests interleaved (JSON search, search page, JSON paper, paper page with the query and gene
 marked, paper page unmarked), CPU (``process_time``:
 every thread of the process) and wall per request; medians per route, and the page/JSON ratio of the medians.
@@ -80,7 +81,9 @@ def prepare(work: Path, papers: int, words: int) -> Settings:
 
 
 def routes(q: str, gene: str | None, pmcid: str) -> dict[str, tuple[str, str, dict | None, dict | None]]:
-    body = {"query": q, "snippets": True, "limit": 10, **({"gene": gene} if gene else {})}
+    # the JSON search asks what the page asks: the query language, highlight fragments, facets by year and section
+    body = {"query": q, "syntax": "query", "limit": 10, "facets": ["year", "section"],
+            "highlight": {"fragment_size": 300, "number_of_fragments": 2}, **({"gene": gene} if gene else {})}
     page = {"q": q, **({"gene": gene} if gene else {})}
     return {"search_json": ("POST", "/v1/papers/search", None, body),
             "search_page": ("GET", "/", page, None),
