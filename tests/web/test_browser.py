@@ -97,6 +97,19 @@ def test_a_pasted_url_reproduces_the_search_and_back_forward_work(page, served):
     assert page.input_value("#q") == "Dl"
 
 
+def test_a_passage_id_is_copied_by_its_button_and_a_passage_link_focuses_it(browser, served):
+    ctx = browser.new_context(viewport=DESKTOP)
+    ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=served["url"])
+    p = ctx.new_page()
+    p.goto(served["url"] + "/papers/PMC100001?q=Dl#PMC100001:2:0")
+    assert p.evaluate("document.activeElement.id") == "PMC100001:2:0"   # keyboard users land on the passage
+    button = p.locator('[id="PMC100001:2:0"] button.copy')
+    assert button.is_visible()
+    button.click()
+    p.wait_for_function("document.querySelector('[id=\"PMC100001:2:0\"] button.copy').textContent === 'Copied'")
+    assert p.evaluate("navigator.clipboard.readText()") == "PMC100001:2:0"
+    ctx.close()
+
 def test_term_page_parent_then_child(page, served, shots):
     parent, term, child = parent_child(served["ontology"])
     page.goto(served["url"] + f"/terms/{term}")
@@ -177,6 +190,7 @@ def test_works_with_javascript_off(browser, served):
     p.locator(".hit-title a").first.click()
     p.wait_for_url("**/papers/*")
     assert p.locator("mark.q").count() > 0 and p.locator(".toc a").count() >= 2
+    assert p.locator("button.copy").count() > 0 and not p.locator("button.copy").first.is_visible()   # JS adds it
     ctx.close()
 
 

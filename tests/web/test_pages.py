@@ -96,6 +96,18 @@ def test_filters_pages_and_passages(web):
     assert "How the query was read" in r.text and "<code>Dl</code>" in r.text
 
 
+def test_the_gene_in_title_badge_marks_hits_whose_title_holds_the_query(web):
+    def hits(q: str) -> dict[str, str]:
+        html = web.get("/", params={"q": q}).text
+        return {m.group(1): m.group(2) for m in re.finditer(r'class="pmcid">(PMC\d+)<(.*?)</p>', html, re.S)}
+
+    wing = hits("wing")
+    assert '<span class="badge">query in title</span>' in wing["PMC100001"]   # "… in the wing"
+    assert '<span class="badge">query in title</span>' in wing["PMC100004"]   # "Wing disc growth"
+    dl = hits("Dl")
+    assert '<span class="badge">query in title</span>' in dl[XSS_PAPER.pmcid]   # "… Dl & …"
+    assert "query in title" not in dl["PMC100001"]   # "Delta and Notch signalling in the wing"
+
 def test_search_renders_hostile_titles_as_text(web):
     r = web.get("/", params={"q": "Dl"})
     assert XSS_PAPER.pmcid in r.text
@@ -122,6 +134,14 @@ def test_paper_page_escapes_everything(web):
     assert "<script>" not in html.replace('<script src="/static/workbench.js" defer></script>', "")
     assert "&lt;i&gt;Results&lt;/i&gt;" in html and "&lt;/p&gt;&lt;script&gt;x()" in html
 
+
+def test_paper_page_links_out_to_pmc_pubmed_and_the_doi_escaped(web):
+    html = web.get(f"/papers/{XSS_PAPER.pmcid}").text
+    assert '<p class="meta">PMC100099 · 2020 · <em>&lt;b&gt;J&lt;/b&gt;</em></p>' in html   # journal and year
+    assert 'href="https://www.ncbi.nlm.nih.gov/pmc/articles/PMC100099/">PMC</a>' in html
+    assert 'href="https://pubmed.ncbi.nlm.nih.gov/31000099/">PubMed 31000099</a>' in html
+    assert 'href="https://doi.org/10.1000/x%22%3E%3Cb%3Ey">DOI 10.1000/x&#34;&gt;&lt;b&gt;y</a>' in html
+    assert "PubMed" not in web.get("/papers/PMC100001").text.split("Links out", 1)[1].split("</ul>", 1)[0]
 
 def test_paper_page_finds_the_evidence_passage(web):
     html = web.get("/papers/PMC100001", params={"evidence": "Loss of Dl abolishes E(spl)m8-HLH expression"}).text

@@ -19,7 +19,8 @@ from helpers import PAPERS, build_index
 
 FIX = Path(__file__).parents[1] / "fixtures"
 XSS_TITLE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> Dl & "N"'
-XSS_PAPER = Paper(pmcid="PMC100099", year=2020, journal="<b>J</b>", title=XSS_TITLE,
+XSS_PAPER = Paper(pmcid="PMC100099", pmid="31000099", doi='10.1000/x"><b>y', year=2020, journal="<b>J</b>",
+                  title=XSS_TITLE,
                   abstract="Dl binds N; the title of this paper is hostile markup.",
                   sections=[Section(type="RESULTS", title="<i>Results</i>",
                                     paragraphs=["Dl is expressed in the wing margin </p><script>x()</script>."])])
