@@ -49,9 +49,11 @@ def install(app: Any) -> None:
     routes = [
         ("/", page(reading.search_page), get),
         ("/export", page(reading.export_page), get),
-        ("/papers/{pmcid}", page(reading.paper_page), get),
-        ("/papers/{pmcid}/similar", page(reading.similar_page), get),
-        ("/papers/{pmcid}/supplements/{file}", page(reading.supplement_page), get),
+        # a paper key may hold a slash (``DOI:10.1371/…``, escaped as %2F in links and decoded by the server before
+        # routing), so it is a path; the routes below a paper come first
+        ("/papers/{pmcid:path}/similar", page(reading.similar_page), get),
+        ("/papers/{pmcid:path}/supplements/{file}", page(reading.supplement_page), get),
+        ("/papers/{pmcid:path}", page(reading.paper_page), get),
         ("/terms", page(terms.terms_page), get),
         ("/terms/{term_id}", page(terms.term_page), get),
         ("/sessions", page(audit.sessions_page), get),

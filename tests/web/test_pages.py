@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from workbench_site import XSS_PAPER, add_concepts, build_site, index_go, parent_child
+from workbench_site import DOI_PAPER, XSS_PAPER, add_concepts, build_site, index_go, parent_child
 
 from search.api.app import create_app
 from search.sessions.keys import new_key
@@ -142,6 +142,18 @@ def test_paper_page_links_out_to_pmc_pubmed_and_the_doi_escaped(web):
     assert 'href="https://pubmed.ncbi.nlm.nih.gov/31000099/">PubMed 31000099</a>' in html
     assert 'href="https://doi.org/10.1000/x%22%3E%3Cb%3Ey">DOI 10.1000/x&#34;&gt;&lt;b&gt;y</a>' in html
     assert "PubMed" not in web.get("/papers/PMC100001").text.split("Links out", 1)[1].split("</ul>", 1)[0]
+
+def test_a_paper_keyed_by_its_doi_opens_though_its_key_holds_a_slash(web):
+    assert DOI_PAPER.pmcid == "DOI:10.1000/fin.1"
+    results = web.get("/", params={"q": "blastema"}).text
+    assert 'href="/papers/DOI:10.1000%2Ffin.1?q=blastema"' in results   # the slash escaped in the link
+    page = web.get("/papers/DOI:10.1000%2Ffin.1", params={"q": "blastema"})
+    assert page.status_code == 200, page.text[:300]
+    assert '<mark class="q">blastema</mark>' in page.text and 'id="DOI:10.1000/fin.1:1:0"' in page.text
+    assert 'href="/papers/DOI:10.1000%2Ffin.1/similar">Find similar papers</a>' in page.text
+    assert web.get("/papers/DOI:10.1000%2Ffin.1/similar").status_code == 200
+    assert web.get("/papers/DOI:10.1000%2Ffin.1/supplements/1").status_code == 404   # it has none
+    assert web.get("/papers/DOI:10.1000%2Fnone").status_code == 404
 
 def test_paper_page_finds_the_evidence_passage(web):
     html = web.get("/papers/PMC100001", params={"evidence": "Loss of Dl abolishes E(spl)m8-HLH expression"}).text

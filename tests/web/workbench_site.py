@@ -24,6 +24,10 @@ XSS_PAPER = Paper(pmcid="PMC100099", pmid="31000099", doi='10.1000/x"><b>y', yea
                   abstract="Dl binds N; the title of this paper is hostile markup.",
                   sections=[Section(type="RESULTS", title="<i>Results</i>",
                                     paragraphs=["Dl is expressed in the wing margin </p><script>x()</script>."])])
+#: a paper keyed by its DOI (no PMCID or PMID, as 29 of CRAFT's 97): its key holds a slash
+DOI_PAPER = Paper(pmcid="DOI:10.1000/fin.1", doi="10.1000/fin.1", year=2012, title="Zebrafish fin regeneration",
+                  abstract="Fin regeneration after amputation needs a blastema.",
+                  sections=[Section(type="RESULTS", paragraphs=["The blastema forms within two days of amputation."])])
 DL = Gene(id="FBgn0000463", symbol="Dl", fullname="Delta", symbol_synonyms=["Delta-like"],
           fullname_synonyms=["Delta ligand"])
 
@@ -42,7 +46,7 @@ def ground_truth_line(gene_id: str, go: list[tuple[str, str | None]]) -> str:
 def build_site(root: Path, go_ids: list[str]) -> Settings:
     """The data directory, ground truth and runs directory; ``go_ids``: three ids of the indexed ontology."""
     data = root / "data"
-    build_index(data, [*PAPERS, XSS_PAPER])
+    build_index(data, [*PAPERS, XSS_PAPER, DOI_PAPER])
     Lexicon([DL]).save(data / "lexicon.tsv")
     gt = root / "ground_truth.jsonl"
     gt.write_text(ground_truth_line(DL.id, [(go_ids[0], "PMC100001"), (go_ids[1], "PMC100003"),
