@@ -129,6 +129,12 @@ def test_paper_page_sections_passages_and_marks(web):
     _no_inline_code(html)
 
 
+def test_paper_page_writes_each_passage_id_twice_and_leaves_the_copy_button_to_the_script(web):
+    """Page weight: a CRAFT paper has ~90 passages, and DOI keys are long."""
+    html = web.get("/papers/PMC100001").text
+    assert html.count("PMC100001:2:0") == 2   # the anchor and the id shown
+    assert '<div class="passage" id="PMC100001:2:0"><p>' in html and "<button" not in html.split('class="body"')[1]
+
 def test_paper_page_escapes_everything(web):
     html = web.get(f"/papers/{XSS_PAPER.pmcid}").text
     assert "<script>" not in html.replace('<script src="/static/workbench.js" defer></script>', "")
