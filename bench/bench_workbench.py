@@ -121,18 +121,25 @@ async def measure(app: Any, queries: list[tuple[str, str | None]], rounds: int) 
                    "bytes_max": max(sizes[name]), "bytes_median": statistics.median(sizes[name])} for name in cpu}
 
 
-async def paper_weights(data_dir: Path, query: str) -> dict[str, Any]:
-    """Every paper page of an existing index (e.g. CRAFT's), unmarked and with ``query`` marked: the largest."""
+async def paper_weights(data_dir: Path, query: str, terms: bool = False) -> dict[str, Any]:
+    """Every paper page of an existing index (e.g. CRAFT's): unmarked, with ``query`` marked and (``terms``) with its
+    ontology terms marked too (the heaviest page); per variant the largest and the median page."""
     app = create_app(Settings(data_dir=data_dir))
     pmcids = sorted({p.pmcid for p, _ in app.state.search.engine().scan_passages()})
-    sizes = []
+    variants: dict[str, dict[str, str]] = {"unmarked": {}, "query": {"q": query}}
+    if terms:
+        variants["query_and_terms"] = {"q": query, "terms": "1"}
+    sizes: dict[str, list[tuple[int, str]]] = {name: [] for name in variants}
     for pmcid in pmcids:
-        plain = await call(app, "GET", f"/papers/{pmcid}")
-        marked = await call(app, "GET", f"/papers/{pmcid}", {"q": query})
-        sizes.append((max(len(plain[1]), len(marked[1])), pmcid))
-    size, pmcid = max(sizes)
-    return {"data_dir": str(data_dir), "papers": len(pmcids), "query": query, "largest_page_bytes": size,
-            "largest_paper": pmcid, "median_page_bytes": statistics.median(s for s, _ in sizes)}
+        for name, params in variants.items():
+            status, body = await call(app, "GET", f"/papers/{pmcid}", params)
+            if status != 200:
+                raise SystemExit(f"/papers/{pmcid} {params} answered {status}: {body[:300]!r}")
+            sizes[name].append((len(body), pmcid))
+    return {"data_dir": str(data_dir), "papers": len(pmcids), "query": query,
+            "variants": {name: {"largest_page_bytes": max(v)[0], "largest_paper": max(v)[1],
+                                "median_page_bytes": statistics.median(n for n, _ in v)}
+                         for name, v in sizes.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weight-data-dir", type=Path, default=None,
                     help="also render every paper page of this existing index (e.g. CRAFT's) and report the largest")
     ap.add_argument("--weight-query", default="cell", help="the words marked in those pages")
+    ap.add_argument("--weight-terms", action="store_true",
+                    help="also weigh those pages with their ontology terms marked (needs an indexed ontology)")
     args = ap.parse_args(argv)
     settings = prepare(args.work, args.papers, args.words)
     app = create_app(settings)
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     weight = {"assets_bytes": assets, "search_page_max": res["search_page"]["bytes_max"] + assets,
               "paper_page_max": res["paper_page"]["bytes_max"] + assets}
     if args.weight_data_dir is not None:
-        weight["index"] = asyncio.run(paper_weights(args.weight_data_dir, args.weight_query))
+        weight["index"] = asyncio.run(paper_weights(args.weight_data_dir, args.weight_query, args.weight_terms))
     out = {"papers": args.papers, "words": args.words, "rounds": args.rounds, "queries": len(queries),
            "routes": res, "cpu_ratio_page_to_json": ratio, "cpu_ratio_page_to_json_p10": ratio_p10,
            "page_weight": weight, "machine": machine()}
@@ -179,9 +188,10 @@ def main(argv: list[str] | None = None) -> int:
           f"({assets:,} bytes): search ≤ {weight['search_page_max']:,} bytes, paper ≤ {weight['paper_page_max']:,}")
     if "index" in weight:
         w = weight["index"]
-        print(f"{w['data_dir']}: {w['papers']} paper pages, the largest {w['largest_page_bytes'] + assets:,} bytes "
-              f"with "
-              f"CSS+JS ({w['largest_paper']}, {w['query']!r} marked), median {w['median_page_bytes'] + assets:,.0f}")
+        for name, v in w["variants"].items():
+            print(f"{w['data_dir']}: {w['papers']} paper pages, {name} ({w['query']!r}): the largest "
+                  f"{v['largest_page_bytes'] + assets:,} bytes with CSS+JS ({v['largest_paper']}), median "
+                  f"{v['median_page_bytes'] + assets:,.0f}")
     return 0
 
 
