@@ -176,19 +176,10 @@ def follow(search: Callable[[int, int], list[str]], wanted: set[str], depth: int
     return found
 
 
-def gene_reasons(gene_id: str, symbol: str, cited: Iterable[str], trace: Any, source: str,
-                 record: dict[str, Any] | None, budget: int, run_policy: str, policies: Iterable[str],
-                 paper: PaperLookup, ranks: Ranker | None, max_requests: int | None = None) -> dict[str, Any]:
-    """Every cited paper of one gene with its reason (:data:`REASONS`), title and year, and the gene's counts.
-
-    ``trace``: the session's events; ``record``: the prediction (a run record or the submitted annotations);
-    ``budget`` and ``run_policy``: the run's; ``policies``: those of the ceiling queries. Ranking is asked only for
-    papers the trace does not explain (indexed, never read, never surfaced); without ``ranks`` they are
-    :data:`NOT_RANKED` (counted under that name too). ``max_requests``: ask at most this many of the run's own
-    searches again (``asked_again`` and ``searches`` say how many were and are)."""
-    read = read_pmcids_from_trace(trace, source)
-    surfaced = surfaced_from_trace(trace, source)
-    cited_in_output = evidence_pmcids(record)
+def _explained(cited: Iterable[str], read: set[str], surfaced: dict[str, Any], cited_in_output: set[str],
+               paper: PaperLookup) -> tuple[list[dict[str, Any]], set[str]]:
+    """Each cited paper with what the trace and the index say of it alone, and the papers they leave unexplained
+    (indexed, never read, never surfaced: only ranking them again can tell)."""
     refs: list[dict[str, Any]] = []
     unexplained: set[str] = set()
     for pmcid in sorted(set(cited)):
@@ -203,29 +194,49 @@ def gene_reasons(gene_id: str, symbol: str, cited: Iterable[str], trace: Any, so
         else:
             unexplained.add(pmcid)
         refs.append(ref)
-    counts = dict.fromkeys(REASONS, 0)
+    return refs, unexplained
+
+
+def _best_ranks(ranks: Ranker, asked: list[tuple[str, str, dict[str, Any]]], wanted: set[str],
+                budget: int) -> dict[str, dict[str, Any]]:
+    """The best rank of each ``wanted`` paper over the searches ``asked`` again (origin, policy, request)."""
+    best: dict[str, dict[str, Any]] = {}
+    for origin, policy, request in asked:
+        for pmcid, rank in ranks(policy, request, wanted).items():
+            if pmcid not in best or rank < best[pmcid]["best_rank"]:
+                best[pmcid] = {"best_rank": rank, "query": request["query"][:200], "policy": policy,
+                               "from": origin, "within_budget": rank <= budget}
+    return best
+
+
+def gene_reasons(gene_id: str, symbol: str, cited: Iterable[str], trace: Any, source: str,
+                 record: dict[str, Any] | None, budget: int, run_policy: str, policies: Iterable[str],
+                 paper: PaperLookup, ranks: Ranker | None, max_requests: int | None = None) -> dict[str, Any]:
+    """Every cited paper of one gene with its reason (:data:`REASONS`), title and year, and the gene's counts.
+
+    ``trace``: the session's events; ``record``: the prediction (a run record or the submitted annotations);
+    ``budget`` and ``run_policy``: the run's; ``policies``: those of the ceiling queries. Ranking is asked only for
+    papers the trace does not explain (indexed, never read, never surfaced); without ``ranks`` they are
+    :data:`NOT_RANKED` (counted under that name too). ``max_requests``: ask at most this many of the run's own
+    searches again (``asked_again`` and ``searches`` say how many were and are)."""
+    refs, unexplained = _explained(cited, read_pmcids_from_trace(trace, source), surfaced_from_trace(trace, source),
+                                   evidence_pmcids(record), paper)
     searches = search_requests(trace, source)
     kept = searches if max_requests is None else searches[:max_requests]
-    if unexplained and ranks is None:
-        for ref in refs:
-            if ref["pmcid"] in unexplained:
-                ref["reason"] = NOT_RANKED
-        counts[NOT_RANKED] = 0
-    elif unexplained and ranks is not None:
-        best: dict[str, dict[str, Any]] = {}
+    best: dict[str, dict[str, Any]] = {}
+    if unexplained and ranks is not None:
         asked = [("run", run_policy, r) for r in kept]
         asked += [("ceiling", pol, {"query": symbol, "gene": gene_id}) for pol in policies]
-        for origin, policy, request in asked:
-            for pmcid, rank in ranks(policy, request, unexplained).items():
-                if pmcid not in best or rank < best[pmcid]["best_rank"]:
-                    best[pmcid] = {"best_rank": rank, "query": request["query"][:200], "policy": policy,
-                                   "from": origin, "within_budget": rank <= budget}
-        for ref in refs:
-            if ref["pmcid"] in unexplained:
-                found = best.get(ref["pmcid"])
-                ref["reason"] = "beyond_budget" if found else "never_retrieved"
-                if found:
-                    ref["detail"] = found
+        best = _best_ranks(ranks, asked, unexplained, budget)
+    for ref in refs:
+        if ref["pmcid"] in unexplained:
+            found = best.get(ref["pmcid"])
+            ref["reason"] = NOT_RANKED if ranks is None else "beyond_budget" if found else "never_retrieved"
+            if found:
+                ref["detail"] = found
+    counts = dict.fromkeys(REASONS, 0)
+    if unexplained and ranks is None:
+        counts[NOT_RANKED] = 0
     for ref in refs:
         counts[ref["reason"]] += 1
     out = {"symbol": symbol, "cited": len(refs), "counts": counts,
