@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from functools import cache
 from importlib.resources import files
-from typing import Any
 
+from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
@@ -40,7 +40,7 @@ async def static(request: Request) -> Response:
                     headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
 
 
-def install(app: Any) -> None:
+def install(app: FastAPI) -> None:
     """Mount the pages on ``app`` (one call in ``search.api.app.create_app``)."""
     from search.web import audit, reading, terms
     from search.web.pages import page, signin, signin_page, signout

@@ -19,11 +19,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from search.core.errors import FlysiftError
+from search.core.names import DEFAULT_COLLECTION
 from search.core.query import Filters
 from search.flyaoc.coverage import NOT_RANKED, RANK_DEPTH, Ranker, detail_text, follow, gene_reasons
 from search.flyaoc.groundtruth import GeneRecord, load_ground_truth
 from search.retrieval.service import Mode
-from search.sessions.models import Session, SynonymPolicy
+from search.schema.sessions import Session, SynonymPolicy
 from search.sessions.policy import expansion_names
 from search.web import runs as run_files
 from search.web.pages import Ctx, check_csrf, int_param, param, quote_part, read_form
@@ -55,7 +56,7 @@ class ServiceIndex:
     be asked again (a dense search without the dense index, malformed filters) ranks nothing; ``problems`` says
     which."""
 
-    def __init__(self, ctx: Ctx, collection: str = "default", depth: int = RANK_DEPTH):
+    def __init__(self, ctx: Ctx, collection: str = DEFAULT_COLLECTION, depth: int = RANK_DEPTH):
         self.ctx, self.collection, self.depth = ctx, collection, depth
         self.heads: dict[str, tuple[str | None, int | None] | None] = {}
         self.problems: list[str] = []

@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 
 from search.core.errors import FlysiftError, InvalidRequest, NotFound
 from search.core.models import SECTION_TYPES, PaperSearchResults, PassageSearchResults
+from search.core.names import DEFAULT_COLLECTION
 from search.core.query import Filters
 from search.core.querylang import Syntax
 from search.retrieval import exports
@@ -56,7 +57,7 @@ class SearchForm:
     page: int = 1
     per: int = 10
     explain: bool = False
-    collection: str = "default"
+    collection: str = DEFAULT_COLLECTION
     syntax: Syntax = "query"
 
     def params(self, **change: Any) -> dict[str, Any]:
@@ -65,7 +66,7 @@ class SearchForm:
                "policy": self.policy if self.gene and self.policy != "snapshot" else None,
                "year_from": self.year_from, "year_to": self.year_to, "section": self.sections,
                "per": self.per if self.per != 10 else None, "explain": self.explain,
-               "collection": self.collection if self.collection != "default" else None,
+               "collection": self.collection if self.collection != DEFAULT_COLLECTION else None,
                "syntax": self.syntax if self.syntax != "query" else None,
                "page": self.page if self.page > 1 else None}
         out.update(change)
@@ -89,8 +90,8 @@ def read_search_form(ctx: Ctx) -> SearchForm:
                       year_from=int_param(request, "year_from", 0, 9999),
                       year_to=int_param(request, "year_to", 0, 9999), sections=sections,
                       page=int_param(request, "page", 1, s.max_offset // 10 + 1, 1) or 1, per=per,
-                      explain=flag(request, "explain"), collection=param(request, "collection", 63) or "default",
-                      syntax=syntax)
+                      explain=flag(request, "explain"),
+                      collection=param(request, "collection", 63) or DEFAULT_COLLECTION, syntax=syntax)
 
 
 def filters_of(form: SearchForm) -> Filters | None:
@@ -197,9 +198,9 @@ async def export_page(ctx: Ctx) -> Response:
 def _recogniser(ctx: Ctx) -> Any:
     """The term recogniser's one home (``POST /v1/terms/recognise``'s work, with its bounds) as the paper view's
     ``recognise``: per text, the terms it names."""
-    from search.api.models import RecogniseRequest
     from search.api.terms import recognise
-    from search.ontology.hidden import hidden_query
+    from search.schema.hidden import hidden_query
+    from search.schema.terms import RecogniseRequest
 
     def run(texts: list[str]) -> list[list[TermMark]]:
         if not ctx.terms.names():

@@ -15,7 +15,8 @@ from starlette.responses import Response
 
 from search.core.errors import FlysiftError, InvalidRequest
 from search.core.models import ConceptMention, PaperSearchResults, PassageSearchResults
-from search.ontology.service import TermRef
+from search.core.names import DEFAULT_COLLECTION
+from search.schema.terms import TermRef
 from search.web.pages import Ctx, param
 from search.web.reading import HIGHLIGHT
 
@@ -121,6 +122,6 @@ async def term_page(ctx: Ctx) -> Response:
     term_id = ctx.request.path_params["term_id"]
     if len(term_id) > 100:
         raise InvalidRequest("term id: at most 100 characters.", details={"field": "term_id"})
-    collection = param(ctx.request, "collection", 63) or "default"
+    collection = param(ctx.request, "collection", 63) or DEFAULT_COLLECTION
     view = await run_in_threadpool(term_view, ctx, term_id, collection)
     return ctx.page("term.html", **view, title=f"{view['term'].id} {view['term'].name}")
