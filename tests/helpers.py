@@ -42,6 +42,7 @@ PAPERS = [
           sections=[Section(type="INTRO", paragraphs=["dl is a Rel-family transcription factor; n = 12 embryos."]),
                     Section(type="METHODS", paragraphs=["Embryos were fixed and stained with anti-dl."])]),
     Paper(pmcid="PMC100003", year=2010, journal="Genetics", title="Suppressor of Hairless targets",
+          authors=["Bray, Sarah J.", "FlyBase Consortium"],
           abstract="We mapped binding sites of Suppressor of Hairless (Su(H)).",
           sections=[Section(type="RESULTS", paragraphs=["Su(H); Hairless complexes repress targets.",
                                                         "Mutants of l(2)gl and abd-A were examined."]),

@@ -165,6 +165,38 @@ def split_blank_lines(text: str) -> list[str]:
     return [p for p in (clean_text(part) for part in _BLANK_LINE_RE.split(text)) if p]
 
 
+#: authors kept per paper (a consortium paper can list thousands: the first are kept, with a warning) and characters
+#: kept per name
+MAX_AUTHORS = 500
+MAX_AUTHOR_CHARS = 300
+
+
+def person_name(surname: str, given: str = "", suffix: str = "") -> str:
+    """A person as reference managers read a name (RIS ``AU``, BibTeX ``author``): ``Surname, Given, Suffix``."""
+    parts = [clean_text(x) for x in (surname, given, suffix)]
+    if not parts[0]:
+        return parts[1]   # a given name alone (some records have no surname): the name as it is
+    return ", ".join(x for x in parts if x)
+
+
+def author_list(names: Iterable[str], warnings: list[str]) -> list[str]:
+    """Author names cleaned, empty ones dropped, each cut to ``MAX_AUTHOR_CHARS`` and at most ``MAX_AUTHORS`` kept (a
+    warning says how many were left out)."""
+    out: list[str] = []
+    extra = 0
+    for name in names:
+        text = clean_text(name)[:MAX_AUTHOR_CHARS]
+        if not text:
+            continue
+        if len(out) < MAX_AUTHORS:
+            out.append(text)
+        else:
+            extra += 1
+    if extra:
+        warnings.append(f"{len(out) + extra} authors: the first {MAX_AUTHORS} are kept")
+    return out
+
+
 def join_paragraphs(paragraphs: Iterable[str]) -> str:
     """The inverse of ``split_blank_lines`` for an abstract made of several paragraphs."""
     return "\n\n".join(p for p in paragraphs if p)

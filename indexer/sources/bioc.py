@@ -2,10 +2,10 @@
 
 Passages carry ``section_type`` (TITLE, ABSTRACT, INTRO, …, FIG, TABLE, REF) and ``type`` (front, abstract,
 title_1, paragraph, fig_caption, …) infons. The TITLE passage gives the title and, with the document infons, the
-ids, year and journal; ABSTRACT text passages make the abstract; ``title_N`` passages start sections; paragraphs join
-the open section until the section type changes or a new heading comes; captions of one figure or table (same ``id``
-infon) make one FIG/TABLE section; references and table bodies are left out. Records are numbered by document,
-from 1 across the file; a file that cannot be parsed at all is record 0.
+ids, year, journal and authors (``name_N`` infons); ABSTRACT text passages make the abstract; ``title_N`` passages
+start sections; paragraphs join the open section until the section type changes or a new heading comes; captions of
+one figure or table (same ``id`` infon) make one FIG/TABLE section; references and table bodies are left out.
+Records are numbered by document, from 1 across the file; a file that cannot be parsed at all is record 0.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from indexer.sources.base import (
     IdMap,
     SourceItem,
     Unit,
+    author_list,
     clean_text,
     data_suffix,
     file_size,
@@ -33,12 +34,15 @@ from indexer.sources.base import (
     open_binary,
     open_measured,
     paper_item,
+    person_name,
     reject_item,
 )
 from search.core.errors import InputError
 from search.core.models import SECTION_TYPES, Paper, Section
 
 _SKIPPED_TYPES = ("ref", "table", "table_foot", "table_footnote")
+#: PMC's BioC author infons: ``name_0``, ``name_1``, … holding ``surname:Smith;given-names:Jane Q.``
+_NAME_INFON = re.compile(r"name_(\d{1,6})")
 _DOC_TAG = re.compile(rb"<document[\s>]")
 
 
@@ -52,6 +56,21 @@ def _text(passage: dict, where: str) -> str:
     if not isinstance(text, str):
         raise InputError(f"{where}.text is not a string", field=f"{where}.text")
     return clean_text(text)
+
+
+def _authors(meta: dict[str, Any], warnings: list[str]) -> list[str]:
+    """The authors of PMC's ``name_N`` infons, in N order, as ``Surname, Given``; a value without ``surname:`` or
+    ``given-names:`` parts (a collaboration) as it is."""
+    numbered = sorted((int(m.group(1)), v) for k, v in meta.items()
+                      if (m := _NAME_INFON.fullmatch(str(k))) and isinstance(v, str))
+    names = []
+    for _, value in numbered:
+        parts = {k.strip(): v for k, _, v in (p.partition(":") for p in value.split(";") if ":" in p)}
+        if "surname" in parts or "given-names" in parts:
+            names.append(person_name(parts.get("surname", ""), parts.get("given-names", "")))
+        else:
+            names.append(value)
+    return author_list(names, warnings)
 
 
 def _ids(doc: dict, meta: dict[str, Any], warnings: list[str]) -> tuple[str, str | None]:
@@ -103,6 +122,7 @@ def paper_from_document(doc: Any, source: str, record: int) -> SourceItem:
         title, abstract, sections = _body(passages)
         paper = Paper(pmcid=pmcid, pmid=pmid, doi=clean_text(str(meta.get("article-id_doi") or "")) or None,
                       year=year, journal=clean_text(str(meta.get("journal") or meta.get("source") or "")) or None,
+                      authors=_authors(meta, warnings),
                       title=title, abstract=join_paragraphs(abstract), sections=sections)
     except InputError as exc:
         return reject_item(source, record, exc.message, field=exc.field, pmcid=pmcid, warnings=warnings)

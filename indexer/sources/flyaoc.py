@@ -1,5 +1,6 @@
 """FlyAOC corpus exports: records with ``pmcid``, ``title``, ``abstract``, ``sections`` (section type → paragraphs,
-or one string split on blank lines) and optionally ``body``, ``pmid``, ``doi``, ``year``, ``journal``.
+or one string split on blank lines) and optionally ``body``, ``pmid``, ``doi``, ``year``, ``journal``, ``authors`` (a
+list of names, or one string of names separated by ``;``).
 
 Readers for JSONL, JSON (an array or ``{"data": [...]}``), Parquet (streamed by batches), Arrow IPC files and a
 local Hugging Face dataset folder (``datasets.save_to_disk`` output, read with pyarrow alone). ``sections`` may
@@ -19,6 +20,7 @@ from indexer.sources.base import (
     IdMap,
     SourceItem,
     Unit,
+    author_list,
     clean_text,
     data_suffix,
     file_size,
@@ -63,6 +65,19 @@ def _opt(rec: dict, key: str, normalize) -> Any:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return normalize(value)
+
+
+def _authors(rec: dict, warnings: list[str]) -> list[str]:
+    """``authors``: a list of names, or one string of names separated by ``;``."""
+    value = rec.get("authors")
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(";")
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise InputError(f"authors is {_type_name(value)}, expected a list of names or one string of names "
+                         "separated by ';'", field="authors")
+    return author_list(value, warnings)
 
 
 def _paragraphs(value: Any, where: str) -> list[str]:
@@ -145,7 +160,8 @@ def paper_from_record(rec: Any, source: str, record: int) -> SourceItem:
         body = _opt_str(rec, "body")
         paper = Paper(pmcid=pmcid, pmid=_opt(rec, "pmid", normalize_pmid), doi=clean_text(_opt_str(rec, "doi") or "")
                       or None, year=_opt(rec, "year", normalize_year),
-                      journal=clean_text(_opt_str(rec, "journal") or "") or None, title=title, abstract=abstract)
+                      journal=clean_text(_opt_str(rec, "journal") or "") or None, authors=_authors(rec, warnings),
+                      title=title, abstract=abstract)
         for section in _sections(rec.get("sections")):
             key = _FIELD_KEYS.get(section.type)
             if key is None:

@@ -28,6 +28,7 @@ from indexer.sources.base import (
     IdMap,
     SourceItem,
     Unit,
+    author_list,
     clean_text,
     file_size,
     join_paragraphs,
@@ -35,6 +36,7 @@ from indexer.sources.base import (
     normalize_pmid,
     normalize_year,
     paper_item,
+    person_name,
     reject_item,
 )
 from indexer.supplements.files import collect, named_files
@@ -206,6 +208,29 @@ def _year(meta, warnings: list[str]) -> int | None:
     return None
 
 
+def _authors(meta, warnings: list[str]) -> list[str]:
+    """The article's authors in order (``contrib-type="author"``, or no type), from ``<contrib-group>``: a
+    ``<name>`` as ``Surname, Given``, else a ``<string-name>`` or a ``<collab>`` as written (a collaboration's
+    member list left out)."""
+    names: list[str] = []
+    for contrib in meta.iterfind("contrib-group/contrib"):
+        if (contrib.get("contrib-type") or "author").strip().lower() != "author":
+            continue
+        name = contrib.find("name")
+        if name is None:
+            name = contrib.find("name-alternatives/name")
+        if name is not None:
+            names.append(person_name(text_of(name.find("surname")), text_of(name.find("given-names")),
+                                     text_of(name.find("suffix"))))
+            continue
+        other = contrib.find("string-name")
+        if other is None:
+            other = contrib.find("collab")
+        if other is not None:
+            names.append(text_of(other, _SKIP | _FLOATS | {"contrib-group", "xref"}))
+    return author_list(names, warnings)
+
+
 def _ids(meta) -> dict[str, str]:
     ids: dict[str, str] = {}
     for aid in meta.findall("article-id"):
@@ -265,7 +290,7 @@ def paper_from_article(root, path: Path, mapped: tuple[str | None, str | None] |
     if floats is not None:
         captions.extend(filter(None, map(_caption, floats.iter("fig", "table-wrap"))))
     paper = Paper(pmcid=pmcid, pmid=pmid, doi=ids.get("doi"), year=_year(meta, warnings), journal=journal,
-                  title=text_of(meta.find("title-group/article-title")),
+                  authors=_authors(meta, warnings), title=text_of(meta.find("title-group/article-title")),
                   abstract=join_paragraphs(p for s in abstract_parts for p in s.paragraphs),
                   sections=sections + captions)
     return paper_item(src, 1, paper, warnings)

@@ -40,6 +40,8 @@ class Paper(Model):
     doi: str | None = None
     year: int | None = None
     journal: str | None = None
+    #: author names as the source writes them ("Given Surname", or a collaboration's name), in order
+    authors: list[str] = Field(default_factory=list)
     title: str = ""
     abstract: str = ""
     sections: list[Section] = Field(default_factory=list)
@@ -121,6 +123,8 @@ class PaperHit(Model):
                                                                  "is, when it is a supplement's (with snippets)")
     pmid: str | None = None
     doi: str | None = None
+    authors: list[str] = Field(default_factory=list, description="Author names, in order (exports; empty where "
+                                                                 "the source or an older build has none)")
     highlight: dict[str, list[str]] | None = Field(
         None, description="With a request's highlight: fragments with the matched words tagged, per field (title, "
                           "abstract, passage: the paper's best passage, named by best_passage)")

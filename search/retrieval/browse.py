@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import itertools
 import math
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from search.core.base import Model
-from search.core.errors import LimitExceeded, PaperNotFound
-from search.core.models import CollectionInfo, PaperSearchResults, PassageHit
+from search.core.errors import FlysiftError, LimitExceeded, PaperNotFound
+from search.core.models import CollectionInfo, PaperHit, PaperSearchResults, PassageHit
 from search.core.names import DEFAULT_COLLECTION
 from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters, HighlightSpec
 from search.core.querylang import Syntax
+from search.core.supplements import SupplementFile
 from search.engines import collection_names
 from search.retrieval import exports
 from search.retrieval.boolean import Reading
@@ -47,32 +49,113 @@ TITLE_BATCH = 200
 TITLE_CACHE = 20_000
 
 
-class MarkedParagraph(Model):
-    """One passage of a paper as a reader shows it: its id and text, the matches as [start, end) ranges."""
+Span = tuple[int, int]
+
+
+class TermMark(Model):
+    """An ontology term named in a text: [start, end), the term's id and, where known, its name."""
+
+    start: int
+    end: int
+    term_id: str
+    name: str = ""
+
+
+#: ``recognise(texts)``: for each text, the ontology terms it names (the term recogniser's work, passed in by the
+#: caller: the retrieval layer does not hold the ontologies)
+Recognise = Callable[[list[str]], list[list[TermMark]]]
+
+
+class TextMarks(Model):
+    """Where a query matches one text: ``highlights`` every match, ``names`` those of them that are the gene's names
+    (a gene-name expansion, or a query word that is one of them), ``terms`` the ontology terms named in it."""
+
+    highlights: list[Span] = []
+    names: list[Span] = []
+    terms: list[TermMark] = []
+
+
+class MarkedParagraph(TextMarks):
+    """One passage of a paper as a reader shows it: its id, text and offsets in its paragraph, the marks."""
 
     passage_id: str
     text: str
-    highlights: list[tuple[int, int]] = []
+    start: int = 0
+    end: int = 0
 
 
 class MarkedSection(Model):
+    index: int = 0
     type: str
     title: str | None = None
     passages: list[MarkedParagraph] = []
 
 
 class PaperView(Model):
-    """A paper for a person to read: its sections with headings, passages with ids, the query's matches marked."""
+    """A paper for a person to read: its sections with headings, passages with ids, the query's matches, the gene's
+    names and (on request) ontology terms marked."""
 
     pmcid: str
     pmid: str | None = None
     doi: str | None = None
     year: int | None = None
     journal: str | None = None
+    authors: list[str] = []
     title: str
-    title_highlights: list[tuple[int, int]] = []
+    title_highlights: list[Span] = []
+    title_names: list[Span] = []
+    title_terms: list[TermMark] = []
     sections: list[MarkedSection] = []
+    supplements: list[SupplementFile] = []
     matches: int = 0
+    #: where the marked terms come from: ``concepts`` (the collection's concept index), ``recogniser`` (the term
+    #: recogniser, run now), or None (not asked)
+    terms_from: Literal["concepts", "recogniser"] | None = None
+
+
+class Marker:
+    """Marks a query's matches in texts with the search highlighter (``Dl`` never marks ``dl``), telling the gene's
+    names from the other words: a name's match wins over a word's where they overlap."""
+
+    def __init__(self, clauses: Sequence[Clause]):
+        names = {c.text for c in clauses if c.name}
+        self.words = Highlighters([c for c in clauses if not c.name and c.text not in names])
+        self.names = Highlighters([c for c in clauses if c.name or c.text in names])
+        self.empty = not clauses
+
+    def marks(self, text: str, field: str | None = None) -> TextMarks:
+        return self.marks_many([text], field)[0]
+
+    def marks_many(self, texts: Sequence[str], field: str | None = None) -> list[TextMarks]:
+        """The marks of each text, found in one pass over the texts joined by blank lines (no token spans
+        whitespace, so each match lies within one text): a paper is two passes, not two per passage."""
+        if self.empty or not any(texts):
+            return [TextMarks.model_construct(highlights=[], names=[], terms=[]) for _ in texts]
+        whole = "\n\n".join(texts)
+        names = self.names.for_field(field).spans(whole)
+        starts = [s for s, _ in names]
+
+        def free(s: int, e: int) -> bool:   # overlaps no name (names do not overlap each other once merged)
+            i = bisect_left(starts, e) - 1
+            return i < 0 or names[i][1] <= s
+
+        spans = sorted([(s, e, True) for s, e in names]
+                       + [(s, e, False) for s, e in self.words.for_field(field).spans(whole) if free(s, e)])
+        out: list[TextMarks] = []
+        at, i = 0, 0
+        for text in texts:
+            end = at + len(text)
+            mine: list[Span] = []
+            own: list[Span] = []
+            while i < len(spans) and spans[i][0] < end:
+                s, e, is_name = spans[i]
+                mine.append((s - at, e - at))
+                if is_name:
+                    own.append((s - at, e - at))
+                i += 1
+            out.append(TextMarks.model_construct(highlights=mine, names=own, terms=[]))
+            at = end + 2
+        return out
 
 
 class BrowseService:
@@ -116,9 +199,10 @@ class BrowseService:
         if kind == "papers":
             return exports.papers(_started(engine.export_papers(query, limit)), fmt, qid=qid, tag=tag)
         hits = _started(engine.export_passages(query, limit))
+        heads: dict[str, PaperHit | None] = {}
         if fmt in ("csv", "tsv", "ris", "bibtex", "jsonl"):
-            hits = _with_titles(engine, hits)
-        return exports.passages(hits, fmt, qid=qid, tag=tag)
+            hits = _with_titles(engine, hits, heads)
+        return exports.passages(hits, fmt, qid=qid, tag=tag, papers=heads)
 
     # ---- more like this -----------------------------------------------------------------------------------------
     def significant_terms(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> list[dict[str, Any]]:
@@ -188,13 +272,11 @@ class BrowseService:
         return out
 
     # ---- reading a paper ----------------------------------------------------------------------------------------
-    def paper_view(self, pmcid: str, *, collection: str = DEFAULT_COLLECTION, sections: list[str] | None = None,
-                   query: str | None = None, expansions: Iterable[str] = (), syntax: Syntax = "query",
-                   foldable: frozenset[str] = frozenset(), compounds: frozenset[str] = frozenset()) -> PaperView:
-        """A paper by section and passage, with the matches of ``query`` and of the gene names ``expansions``
-        marked (the same highlighter as search: ``Dl`` never marks ``dl``)."""
-        wanted = self.check_sections(sections)
-        paper = self.get_paper(pmcid, collection)
+    def marker(self, query: str | None = None, expansions: Iterable[str] = (), *, syntax: Syntax = "query",
+               foldable: frozenset[str] = frozenset(), compounds: frozenset[str] = frozenset()) -> Marker:
+        """What marks ``query``'s matches and the gene's names ``expansions`` in a text (a paper's passages, a
+        supplement's cells): the clauses a search of them would run. A query that does not read raises as the
+        search would (422 ``query_syntax``)."""
         clauses: list[Clause] = []
         if query and query.strip():
             clauses = self.read(query, None, expansions, foldable=foldable, syntax=syntax, target="papers",
@@ -203,24 +285,69 @@ class BrowseService:
             from search.retrieval.planner import expansion_clause
 
             clauses = [expansion_clause(n) for n in dict.fromkeys(expansions)]
-        hls = Highlighters(clauses)
+        return Marker(clauses)
+
+    def paper_view(self, pmcid: str, *, collection: str = DEFAULT_COLLECTION, sections: list[str] | None = None,
+                   query: str | None = None, expansions: Iterable[str] = (), syntax: Syntax = "query",
+                   foldable: frozenset[str] = frozenset(), compounds: frozenset[str] = frozenset(),
+                   terms: bool = False, recognise: Recognise | None = None) -> PaperView:
+        """A paper by section and passage, with the matches of ``query`` and of the gene names ``expansions``
+        marked (the same highlighter as search: ``Dl`` never marks ``dl``), the names told from the other words.
+        ``terms``: also the ontology terms each passage names, from the collection's concept index when it has one
+        (``flysift index concepts``), else from ``recognise`` (the term recogniser, which the caller holds)."""
+        wanted = self.check_sections(sections)
+        paper = self.get_paper(pmcid, collection)
+        marker = self.marker(query, expansions, syntax=syntax, foldable=foldable, compounds=compounds)
+        title = marker.marks(paper.title, "title")
         view = PaperView(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
-                         title=paper.title, title_highlights=hls.for_field("title").spans(paper.title))
+                         authors=paper.authors, title=paper.title, title_highlights=title.highlights,
+                         title_names=title.names, supplements=paper.supplements)
         names = {0: ("ABSTRACT", "Abstract")} | {i: (s.type, s.title) for i, s in enumerate(paper.sections, start=1)}
+        shown = [p for p in split_passages(paper)
+                 if wanted is None or names.get(p.section_index, ("OTHER", None))[0] in wanted]
+        abstract = [p for p in shown if p.section_index == 0]
+        body = [p for p in shown if p.section_index != 0]
+        marks = dict(zip([p.id for p in abstract], marker.marks_many([p.text for p in abstract], "abstract"),
+                         strict=True))
+        marks.update(zip([p.id for p in body], marker.marks_many([p.text for p in body]), strict=True))
         current, at = MarkedSection(type=""), -1
-        for p in split_passages(paper):
-            kind, heading = names.get(p.section_index, ("OTHER", None))
-            if wanted is not None and kind not in wanted:
-                continue
+        for p in shown:
             if p.section_index != at:
-                current, at = MarkedSection(type=kind, title=heading), p.section_index
+                kind, heading = names.get(p.section_index, ("OTHER", None))
+                current, at = MarkedSection(index=p.section_index, type=kind, title=heading), p.section_index
                 view.sections.append(current)
-            field = "abstract" if p.section_index == 0 else None
-            spans = hls.for_field(field).spans(p.text)
-            view.matches += len(spans)
-            current.passages.append(MarkedParagraph(passage_id=p.id, text=p.text, highlights=spans))
+            m = marks[p.id]
+            view.matches += len(m.highlights)
+            current.passages.append(MarkedParagraph.model_construct(
+                passage_id=p.id, text=p.text, start=p.start, end=p.end, highlights=m.highlights, names=m.names,
+                terms=[]))
         view.matches += len(view.title_highlights)
+        if terms:
+            self.mark_terms(view, collection, recognise)
         return view
+
+    def mark_terms(self, view: PaperView, collection: str, recognise: Recognise | None) -> None:
+        """The ontology terms of a paper view's passages: the concept index's mentions where the collection has
+        one, else the recogniser's over the title and the passages shown."""
+        engine = self.engine(collection)
+        passages = [p for s in view.sections for p in s.passages]
+        if engine.concepts_info():
+            by_passage: dict[str, list[TermMark]] = {}
+            for m in engine.paper_concepts(view.pmcid):
+                by_passage.setdefault(m.passage_id, []).append(TermMark(start=m.start, end=m.end, term_id=m.term_id,
+                                                                        name=m.text))
+            for p in passages:
+                p.terms = by_passage.get(p.passage_id, [])
+            view.terms_from = "concepts"
+            return
+        if recognise is None:
+            raise FlysiftError("No concept index and no term recogniser: run `flysift index concepts`.",
+                               code="concepts_missing", status=409)
+        found = recognise([view.title, *(p.text for p in passages)])
+        view.title_terms = found[0]
+        for p, marks in zip(passages, found[1:], strict=True):
+            p.terms = marks
+        view.terms_from = "recogniser"
 
 
 def _started(hits: Iterable[H]) -> Iterator[H]:
@@ -231,19 +358,21 @@ def _started(hits: Iterable[H]) -> Iterator[H]:
     return iter(()) if first is None else itertools.chain([first], it)
 
 
-def _with_titles(engine: Engine, hits: Iterable[PassageHit]) -> Iterator[PassageHit]:
-    """Passage hits with their papers' titles, read for a batch of hits at a time; titles already read are kept
-    (at most ``TITLE_CACHE`` of them: an export's passages come from far fewer papers)."""
+def _with_titles(engine: Engine, hits: Iterable[PassageHit], heads: dict[str, PaperHit | None]
+                 ) -> Iterator[PassageHit]:
+    """Passage hits with their papers' titles, read for a batch of hits at a time into ``heads`` (which the export
+    formats read for authors, journal and ids); heads already read are kept (at most ``TITLE_CACHE`` of them: an
+    export's passages come from far fewer papers)."""
     it = iter(hits)
-    titles: dict[str, str | None] = {}
     while batch := list(itertools.islice(it, TITLE_BATCH)):
-        if len(titles) > TITLE_CACHE:
-            titles.clear()
-        missing = {h.pmcid for h in batch} - titles.keys()
+        if len(heads) > TITLE_CACHE:
+            heads.clear()
+        missing = {h.pmcid for h in batch} - heads.keys()
         if missing:
-            heads = engine.paper_heads(missing)
-            titles.update({p: heads[p].title if p in heads else None for p in missing})
+            found = engine.paper_heads(missing)
+            heads.update({p: found.get(p) for p in missing})
         for h in batch:
-            h.title = titles[h.pmcid]
+            head = heads[h.pmcid]
+            h.title = head.title if head else None
             yield h
 

@@ -13,7 +13,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
 from search.core.errors import InvalidRequest
@@ -80,6 +80,12 @@ def _bib(text: str | None) -> str:
     return "".join(_BIB_ESCAPES.get(c, c) for c in _line(text))
 
 
+def _bib_name(name: str) -> str:
+    """One BibTeX author. Persons are stored ``Surname, Given``, which BibTeX reads as such; a name without a comma
+    (a collaboration, ``FlyBase Consortium``) or holding `` and `` is braced, so BibTeX keeps it whole."""
+    return f"{{{name}}}" if "," not in name or " and " in f" {name.lower()} " else name
+
+
 def _key(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9_:-]", "_", value)[:100] or "hit"
 
@@ -127,9 +133,11 @@ def papers(hits: Iterable[PaperHit], fmt: Format, *, qid: str = "1", tag: str = 
             yield _bibtex(h, i)
 
 
-def passages(hits: Iterable[PassageHit], fmt: Format, *, qid: str = "1", tag: str = "flysift") -> Iterator[str]:
+def passages(hits: Iterable[PassageHit], fmt: Format, *, qid: str = "1", tag: str = "flysift",
+             papers: Mapping[str, PaperHit | None] | None = None) -> Iterator[str]:
     """Passage hits (with their papers' titles where known), in rank order, as ``fmt``. RIS and BibTeX write one
-    record per passage: its paper, with the passage id and text in the note."""
+    record per passage: its paper (authors, journal and ids from ``papers``, the heads of the hits' papers, where
+    given), with the passage id and text in the note."""
     ranked = ((i, h) for i, h in enumerate(hits, start=1))
     if fmt in ("csv", "tsv"):
         yield from _delimited(([i, h.passage_id, h.pmcid, h.section_type, h.start, h.end, round(h.score, 4),
@@ -143,13 +151,16 @@ def passages(hits: Iterable[PassageHit], fmt: Format, *, qid: str = "1", tag: st
             yield f"{qid} Q0 {_key(h.passage_id)} {i} {h.score:.6f} {tag}\n"
     else:
         for i, h in ranked:
-            paper = PaperHit(pmcid=h.pmcid, title=h.title or "", abstract="", year=h.year, score=h.score)
+            head = (papers or {}).get(h.pmcid)
+            paper = PaperHit(pmcid=h.pmcid, title=h.title or "", abstract="", year=h.year, score=h.score,
+                             journal=head.journal if head else None, pmid=head.pmid if head else None,
+                             doi=head.doi if head else None, authors=head.authors if head else [])
             note = f"passage {h.passage_id} ({h.section_type}): {h.text}"
             yield _ris(paper, i, note) if fmt == "ris" else _bibtex(paper, i, note, key=h.passage_id)
 
 
 def _ris(h: PaperHit, rank: int, note: str | None = None) -> str:
-    lines = ["TY  - JOUR", f"TI  - {_line(h.title)}"]
+    lines = ["TY  - JOUR", f"TI  - {_line(h.title)}"] + [f"AU  - {a}" for a in map(_line, h.authors) if a]
     if h.journal:
         lines.append(f"JO  - {_line(h.journal)}")
     if h.year is not None:
@@ -169,6 +180,8 @@ def _ris(h: PaperHit, rank: int, note: str | None = None) -> str:
 
 def _bibtex(h: PaperHit, rank: int, note: str | None = None, key: str | None = None) -> str:
     fields = [("title", _bib(h.title))]
+    if names := [_bib(a) for a in h.authors if _line(a)]:
+        fields.append(("author", " and ".join(_bib_name(n) for n in names)))
     if h.journal:
         fields.append(("journal", _bib(h.journal)))
     if h.year is not None:

@@ -345,7 +345,7 @@ def _paper_hit(paper: Paper | None) -> PaperHit | None:
     if paper is None:
         return None
     return PaperHit(pmcid=paper.pmcid, title=paper.title, abstract=paper.abstract[:500], year=paper.year,
-                    journal=paper.journal, score=0.0)
+                    journal=paper.journal, score=0.0, pmid=paper.pmid, doi=paper.doi, authors=paper.authors)
 
 
 def _passages_by_id(engine: Engine, pmcids: Iterable[str]) -> dict[str, PassageHit]:

@@ -2,8 +2,9 @@
 
 Server-rendered with Jinja2 (``templates/``), a stylesheet and one small script (``static/``) served from a fixed
 list of names; the pages work with JavaScript off (the script only adds copy buttons and keyboard shortcuts). They
-call the services the REST routes call (``pages.py``), sign people in with their API key into a signed cookie and
-guard forms against CSRF (``security.py``), and read curation run directories by name (``runs.py``).
+call the services the REST routes call (``reading.py``: search, exports, papers; ``terms.py``; ``audit.py``: sessions
+and runs, over the frame of ``pages.py``), sign people in with their API key into a signed cookie and guard forms
+against CSRF (``security.py``), and read curation run directories by name (``runs.py``).
 
 ``install(app)`` adds the routes as plain Starlette routes: outside the OpenAPI document and the API's Bearer-key
 dependency (pages authenticate by cookie).
@@ -41,23 +42,28 @@ async def static(request: Request) -> Response:
 
 def install(app: FastAPI) -> None:
     """Mount the pages on ``app`` (one call in ``search.api.app.create_app``)."""
-    from search.web import pages as p
+    from search.web import audit, reading, terms
+    from search.web.pages import page, signin, signin_page, signout
 
     get, post = ["GET"], ["POST"]
     routes = [
-        ("/", p.page(p.search_page), get),
-        ("/papers/{pmcid}", p.page(p.paper_page), get),
-        ("/papers/{pmcid}/supplements/{file}", p.page(p.supplement_page), get),
-        ("/terms", p.page(p.terms_page), get),
-        ("/terms/{term_id}", p.page(p.term_page), get),
-        ("/sessions", p.page(p.sessions_page), get),
-        ("/sessions/{session_id}", p.page(p.session_page), get),
-        ("/sessions/{session_id}/close", p.page(p.close_session), post),
-        ("/runs", p.page(p.runs_page), get),
-        ("/runs/{name}", p.page(p.run_page), get),
-        ("/signin", p.page(p.signin_page, public=True), get),
-        ("/signin", p.page(p.signin, public=True), post),
-        ("/signout", p.page(p.signout, public=True), post),
+        ("/", page(reading.search_page), get),
+        ("/export", page(reading.export_page), get),
+        # a paper key may hold a slash (``DOI:10.1371/…``, escaped as %2F in links and decoded by the server before
+        # routing), so it is a path; the routes below a paper come first
+        ("/papers/{pmcid:path}/similar", page(reading.similar_page), get),
+        ("/papers/{pmcid:path}/supplements/{file}", page(reading.supplement_page), get),
+        ("/papers/{pmcid:path}", page(reading.paper_page), get),
+        ("/terms", page(terms.terms_page), get),
+        ("/terms/{term_id}", page(terms.term_page), get),
+        ("/sessions", page(audit.sessions_page), get),
+        ("/sessions/{session_id}", page(audit.session_page), get),
+        ("/sessions/{session_id}/close", page(audit.close_session), post),
+        ("/runs", page(audit.runs_page), get),
+        ("/runs/{name}", page(audit.run_page), get),
+        ("/signin", page(signin_page, public=True), get),
+        ("/signin", page(signin, public=True), post),
+        ("/signout", page(signout, public=True), post),
     ]
     for path, endpoint, methods in routes:
         app.add_route(path, endpoint, methods=methods, include_in_schema=False)

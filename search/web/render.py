@@ -15,8 +15,14 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
+from search.flyaoc.coverage import detail_text as reason_detail
+
 #: mark classes: query words, gene names (expansions), ontology mentions
 MARK_CLASSES = ("q", "g", "t")
+#: the tags the pages ask the service's highlighter for (``search.text.highlight``, ``encoder: default``): characters
+#: of Unicode's private use area, which :func:`fragment` turns into marks of escaped text (the service's fragments
+#: are never put in a page as HTML)
+OPEN, CLOSE = "\ue000", "\ue001"
 
 
 def mark(text: str, spans: Iterable[Sequence[int]] = (), cls: str = "q",
@@ -44,6 +50,52 @@ def mark(text: str, spans: Iterable[Sequence[int]] = (), cls: str = "q",
         pos = e
     out.append(str(escape(text[pos:])))
     return Markup("".join(out))
+
+
+def fragment(tagged: str, cls: str = "q") -> Markup:
+    """A highlight fragment tagged with :data:`OPEN`/:data:`CLOSE` as escaped text with the tagged words marked (a
+    stray tag in the text itself is dropped)."""
+    text, spans = untag(tagged)
+    return mark(text, spans, cls)
+
+
+def whole(fragments: list[str] | None, text: str) -> Markup:
+    """``text`` marked by its highlight fragment when the fragment is all of it (a title), else as plain text."""
+    if fragments and len(fragments) == 1:
+        plain, spans = untag(fragments[0])
+        if plain == text:
+            return mark(text, spans)
+    return mark(text)
+
+
+def untag(tagged: str) -> tuple[str, list[tuple[int, int]]]:
+    """A tagged fragment's plain text and its marked [start, end) ranges."""
+    out: list[str] = []
+    spans: list[tuple[int, int]] = []
+    size, start = 0, None
+    for piece in tagged.replace(CLOSE, OPEN + CLOSE).split(OPEN):
+        if piece.startswith(CLOSE):
+            piece = piece[1:]
+            if start is not None:
+                spans.append((start, size))
+                start = None
+        elif start is None and out:
+            start = size
+        out.append(piece)
+        size += len(piece)
+    return "".join(out), [(s, e) for s, e in spans if e > s]
+
+
+def marked(text: str, marks: Any) -> Markup:
+    """``text`` with the marks of ``search.retrieval.browse.TextMarks`` (or a paper view's title): the gene's names
+    as ``g``, the other matches as ``q``, ontology terms as links."""
+    def get(name: str) -> Any:
+        return (marks.get(name) if isinstance(marks, Mapping) else getattr(marks, name, None)) or []
+
+    names = [tuple(x) for x in get("names")]
+    words = [(s, e, "q") for s, e in get("highlights") if (s, e) not in names]
+    terms = [(t.start, t.end, t.term_id, t.name) for t in get("terms")]
+    return mark(text, more=[*((s, e, "g") for s, e in names), *words], terms=terms)
 
 
 def link(path: str, params: Mapping[str, Any] | None = None, **more: Any) -> str:
@@ -88,8 +140,9 @@ def supplement_link(pmcid: str, place: Any, q: str = "", gene: str = "") -> str:
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("search.web", "templates"), autoescape=select_autoescape(default=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, auto_reload=False)
-    env.globals.update(link=link, path_part=path_part, supplement_link=supplement_link)
-    env.filters.update(mark=mark, when=when, number=number, path_part=path_part)
+    env.globals.update(link=link, path_part=path_part, supplement_link=supplement_link, whole=whole,
+                       reason_detail=reason_detail)
+    env.filters.update(mark=mark, when=when, number=number, path_part=path_part, fragment=fragment, marked=marked)
     return env
 
 

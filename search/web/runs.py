@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from search.core.errors import NotFound
+from search.flyaoc.coverage import detail_text
 from search.flyaoc.groundtruth import GeneRecord
 from search.flyaoc.predictions import GenePrediction, normalize_synonym, parse_prediction
 from search.schema.sessions import TraceEvent
@@ -131,27 +132,14 @@ class Reference:
 
 @dataclass
 class CoverageReport:
-    """The reasons of ``flysift coverage --run-dir RUN --out RUN/coverage`` (``eval.coverage.run_reasons``: the one
-    home of the rule; this only shows its report): the reason names in order, per gene the counts and the
-    references."""
+    """The reasons of ``flysift coverage --run-dir RUN --out RUN/coverage`` (the rule of ``search.flyaoc.coverage``,
+    asked through the run's service): the reason names in order, per gene the counts and the references."""
 
     reasons: list[str]
     counts: dict[str, dict[str, int]]
     references: dict[str, list[Reference]]
     depth: int | None = None
     stale: bool = False
-
-
-def _detail(reason: str, d: Any) -> str:
-    """What reached a reference, in words (as ``flysift coverage``'s Markdown writes it)."""
-    if not isinstance(d, dict):
-        return ""
-    if reason == "surfaced_not_read":
-        return f"rank {d.get('rank')} in {d.get('tool')} call #{d.get('call')} ({str(d.get('query', ''))[:200]!r})"
-    if reason == "beyond_budget":
-        return (f"best rank {d.get('best_rank')} ({d.get('from')} query {str(d.get('query', ''))[:200]!r}, policy "
-                f"{d.get('policy')})" + ("; within the budget" if d.get("within_budget") else ""))
-    return ""
 
 
 def read_coverage(data: Any) -> CoverageReport | None:
@@ -171,7 +159,7 @@ def read_coverage(data: Any) -> CoverageReport | None:
         refs[str(gid)] = [Reference(pmcid=str(r["pmcid"])[:256], reason=str(r["reason"])[:40],
                                     title=str(r["title"])[:1000] if isinstance(r.get("title"), str) else None,
                                     year=r["year"] if isinstance(r.get("year"), int) else None,
-                                    detail=_detail(str(r["reason"]), r.get("detail")))
+                                    detail=detail_text(str(r["reason"]), r.get("detail")))
                           for r in g["references"] if isinstance(r, dict)
                           and isinstance(r.get("pmcid"), str) and isinstance(r.get("reason"), str)]
     depth = run.get("depth") if isinstance(run.get("depth"), int) else None

@@ -138,6 +138,15 @@ def test_get_paper_round_trips_and_unknown_is_none(engine: Engine):
     assert engine.get_paper("PMC999999") is None
 
 
+def test_authors_are_stored_and_come_with_hits_heads_and_exports(engine: Engine):
+    authors = ["Bray, Sarah J.", "FlyBase Consortium"]
+    assert engine.get_paper("PMC100003").authors == authors
+    assert engine.search_papers(plan("Su(H)")).hits[0].authors == authors
+    assert engine.paper_heads(["PMC100003", "PMC100001"])["PMC100003"].authors == authors
+    assert engine.paper_heads(["PMC100001"])["PMC100001"].authors == []
+    assert next(h for h in engine.export_papers(plan("Su(H)")) if h.pmcid == "PMC100003").authors == authors
+
+
 def test_passages_keep_ids_offsets_and_snippets(engine: Engine):
     res = engine.search_passages(plan("Su(H)"), snippets=True)
     assert res.total >= 2 and {h.pmcid for h in res.hits} <= {"PMC100001", "PMC100003"}

@@ -179,7 +179,9 @@ def _run(corpus: Path, data: Path, *args: str) -> tuple[dict, str]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds worker processes through Linux's /proc")
 @pytest.mark.parametrize("how", ["ctrl-c", "worker killed"])
 def test_an_interrupted_pool_run_resumes_to_the_same_build(tmp_path: Path, how: str):
-    write_corpus(SyntheticConfig(n_papers=600, words_per_paper=300, seed=5), tmp_path / "gen")
+    # 2,000 papers: the interruption comes at the third commit, with enough left that a busy machine cannot finish
+    # the run between the test seeing that commit and sending the signal
+    write_corpus(SyntheticConfig(n_papers=2000, words_per_paper=300, seed=5), tmp_path / "gen")
     corpus = tmp_path / "gen" / "corpus.jsonl"
     with open(corpus, "a") as fh:  # a reject and a duplicate past the interruption
         fh.write("{broken\n" + corpus.read_text().splitlines()[0] + "\n")
@@ -208,7 +210,7 @@ def test_an_interrupted_pool_run_resumes_to_the_same_build(tmp_path: Path, how: 
     assert "resumed an interrupted build" in err
     fresh, _ = _run(corpus, tmp_path / "fresh", "--workers", "1")
     counts = ("read", "indexed", "rejected", "duplicates")
-    assert [resumed[k] for k in counts] == [fresh[k] for k in counts] == [602, 600, 1, 1]
+    assert [resumed[k] for k in counts] == [fresh[k] for k in counts] == [2002, 2000, 1, 1]
     rejects = [json.loads(x) for d in (data, tmp_path / "fresh") for x in
                next((d / "rejects").glob("*.jsonl")).read_text().splitlines()]
-    assert [r["record"] for r in rejects] == [601, 601]
+    assert [r["record"] for r in rejects] == [2001, 2001]

@@ -466,3 +466,58 @@ def test_bioc_ids_fallbacks(tmp_path):
     path.write_text(json.dumps({"documents": [c_doc]}))
     [d] = _items(path)
     assert d.reject.field == "pmcid" and d.reject.record == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# authors (every source that carries them)
+
+AUTHORS_JATS = """<?xml version="1.0"?>
+<article><front><article-meta><article-id pub-id-type="pmc">777</article-id>
+<contrib-group>
+<contrib contrib-type="author"><name><surname>S&#228;llstr&#246;m</surname><given-names>Mary-Ann</given-names></name>
+<xref ref-type="aff" rid="I1">1</xref></contrib>
+<contrib contrib-type="author"><name-alternatives><name><surname>Li</surname><given-names>Wei</given-names>
+<suffix>Jr</suffix></name></name-alternatives></contrib>
+<contrib contrib-type="author"><collab>FlyBase Consortium<contrib-group><contrib><name><surname>Member</surname>
+</name></contrib></contrib-group></collab></contrib>
+<contrib contrib-type="author"><string-name>J. Q. Public</string-name></contrib>
+<contrib><name><given-names>Madonna</given-names></name></contrib>
+</contrib-group>
+<contrib-group><contrib contrib-type="editor"><name><surname>Editor</surname><given-names>E</given-names></name>
+</contrib></contrib-group>
+<title-group><article-title>Authors</article-title></title-group></article-meta></front>
+<body><p>Text.</p></body></article>"""
+
+
+def test_jats_authors_from_the_contrib_group(tmp_path):
+    [item] = _items(_jats(tmp_path, text=AUTHORS_JATS))
+    assert item.paper.authors == ["Sällström, Mary-Ann", "Li, Wei, Jr", "FlyBase Consortium", "J. Q. Public",
+                                  "Madonna"]
+
+
+def test_jats_authors_are_bounded(tmp_path):
+    many = "".join(f'<contrib contrib-type="author"><name><surname>{"X" * 400}{i}</surname></name></contrib>'
+                   for i in range(520))
+    text = AUTHORS_JATS.replace("<contrib-group>", "<contrib-group>" + many, 1)
+    [item] = _items(_jats(tmp_path, text=text))
+    assert len(item.paper.authors) == 500 and all(len(a) == 300 for a in item.paper.authors)
+    assert any("525 authors: the first 500 are kept" in w for w in item.warnings)
+
+
+def test_bioc_authors_from_name_infons(tmp_path):
+    doc = _bioc_document()
+    doc["passages"][0]["infons"].update({"name_1": "surname:Doe;given-names:Jane Q.", "name_10": "Drosophila "
+                                         "Consortium", "name_2": "given-names:Cher"})
+    path = tmp_path / "PMC1790863.json"
+    path.write_text(json.dumps({"bioctype": "BioCCollection", "documents": [doc]}))
+    [item] = _items(path)
+    assert item.paper.authors == ["Smith, J", "Doe, Jane Q.", "Cher", "Drosophila Consortium"]
+
+
+def test_flyaoc_authors_list_or_string(tmp_path):
+    src = _write_jsonl(tmp_path / "c.jsonl", [dict(GOOD, authors=["Smith, J", " ", "Doe, K"]),
+                                             dict(GOOD, pmcid="PMC102", authors="Smith, J; Doe, K"),
+                                             dict(GOOD, pmcid="PMC103", authors=[1, 2])])
+    a, b, bad = _items(src)
+    assert a.paper.authors == b.paper.authors == ["Smith, J", "Doe, K"]
+    assert bad.reject is not None and bad.reject.field == "authors" and "list of names" in bad.reject.reason

@@ -45,6 +45,20 @@ def test_ris_and_bibtex_records():
     assert "N1  - passage PMC1:2:0 (RESULTS): Dl binds N strongly" in "".join(exports.passages(PASSAGES, "ris"))
 
 
+def test_ris_and_bibtex_name_the_authors():
+    authored = [HITS[0].model_copy(update={"authors": ["Smith, Jane Q.", "Flies and Genes Group"]}), HITS[1]]
+    ris = "".join(exports.papers(authored, "ris"))
+    assert ris.splitlines()[1:4] == ["TI  - Dl, N & {Su(H)} 100%", "AU  - Smith, Jane Q.",
+                                     "AU  - Flies and Genes Group"]
+    assert ris.count("AU  - ") == 2   # the second paper has none
+    bib = "".join(exports.papers(authored[:1], "bibtex"))
+    assert "author = {Smith, Jane Q. and {Flies and Genes Group}}" in bib   # a group's name stays one name
+    heads = {"PMC1": authored[0]}
+    ris = "".join(exports.passages(PASSAGES, "ris", papers=heads))
+    assert "AU  - Smith, Jane Q." in ris and "JO  - Dev Biol" in ris and "DO  - 10.1/x" in ris
+    assert "author = {Smith, Jane Q. and" in "".join(exports.passages(PASSAGES, "bibtex", papers=heads))
+
+
 def test_jsonl_and_trec():
     lines = "".join(exports.papers(HITS, "jsonl")).splitlines()
     assert [json.loads(x)["rank"] for x in lines] == [1, 2] and json.loads(lines[0])["pmcid"] == "PMC1"

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from workbench_site import XSS_PAPER, XSS_TITLE, build_site, index_go, parent_child
+from workbench_site import XSS_PAPER, XSS_TITLE, add_concepts, build_site, index_go, parent_child
 
 from search.api.app import create_app
 
@@ -45,6 +45,7 @@ def served(tmp_path_factory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("wb-browser")
     settings = build_site(root, ["GO:0003700", "GO:0043226", "GO:0005622"])
     ont = index_go(settings.data_dir, tmp_path_factory.mktemp("cache"))
+    add_concepts(settings)
     with LiveServer(create_app(settings)) as srv:
         yield {"url": srv.url, "ontology": ont}
 
@@ -95,6 +96,19 @@ def test_a_pasted_url_reproduces_the_search_and_back_forward_work(page, served):
     page.go_forward()
     assert page.input_value("#q") == "Dl"
 
+
+def test_a_passage_id_is_copied_by_its_button_and_a_passage_link_focuses_it(browser, served):
+    ctx = browser.new_context(viewport=DESKTOP)
+    ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=served["url"])
+    p = ctx.new_page()
+    p.goto(served["url"] + "/papers/PMC100001?q=Dl#PMC100001:2:0")
+    assert p.evaluate("document.activeElement.id") == "PMC100001:2:0"   # keyboard users land on the passage
+    button = p.locator('[id="PMC100001:2:0"] button.copy')
+    assert button.is_visible()
+    button.click()
+    p.wait_for_function("document.querySelector('[id=\"PMC100001:2:0\"] button.copy').textContent === 'Copied'")
+    assert p.evaluate("navigator.clipboard.readText()") == "PMC100001:2:0"
+    ctx.close()
 
 def test_term_page_parent_then_child(page, served, shots):
     parent, term, child = parent_child(served["ontology"])
@@ -176,6 +190,7 @@ def test_works_with_javascript_off(browser, served):
     p.locator(".hit-title a").first.click()
     p.wait_for_url("**/papers/*")
     assert p.locator("mark.q").count() > 0 and p.locator(".toc a").count() >= 2
+    assert p.locator("button.copy").count() == 0   # the script adds the copy buttons: none without it
     ctx.close()
 
 
@@ -183,7 +198,8 @@ def test_readable_at_phone_width(browser, served, shots):
     ctx = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     p = ctx.new_page()
     for name, path in (("search", "/?q=wing&gene=Dl"), ("paper", "/papers/PMC100004?q=wing"),
-                       ("run", "/runs/lexical-2026"), ("sessions", "/sessions")):
+                       ("run", "/runs/lexical-2026?gene=FBgn0000463"), ("sessions", "/sessions"),
+                       ("term", "/terms/GO:0043231"), ("similar", "/papers/PMC100004/similar")):
         p.goto(served["url"] + path)
         _no_horizontal_scroll(p)
         if name in ("search", "paper"):
@@ -192,13 +208,19 @@ def test_readable_at_phone_width(browser, served, shots):
 
 
 def test_no_serious_accessibility_violations(page, served, shots):
+    with httpx.Client(base_url=served["url"], timeout=30) as api:   # a session audit with its reasons table
+        sid = api.post("/v1/sessions", json={"gene": "Dl", "max_papers": 1}).json()["id"]
+        api.post("/v1/papers/search", json={"query": "Dl wing", "gene": "Dl"}, headers={"X-Session-Id": sid})
     from axe_playwright_python.sync_playwright import Axe
 
     parent, term, _ = parent_child(served["ontology"])
     axe = Axe()
     pages = {"home": "/", "search": "/?q=Dl&gene=Dl&explain=1", "passages": "/?q=wing&kind=passages",
              "paper": "/papers/PMC100001?q=Dl", "terms": "/terms?q=transcription", "term": f"/terms/{term}",
-             "sessions": "/sessions", "runs": "/runs", "run": "/runs/lexical-2026?gene=FBgn0000463"}
+             "sessions": "/sessions", "runs": "/runs", "run": "/runs/lexical-2026?gene=FBgn0000463",
+             "syntax error": '/?q=wing+%22margin', "similar": "/papers/PMC100004/similar",
+             "term mentions": "/terms/GO:0043231", "paper terms": "/papers/PMC100001?terms=1&q=Dl&gene=Dl",
+             "session": f"/sessions/{sid}"}
     found = {}
     for name, path in pages.items():
         page.goto(served["url"] + path)
@@ -212,3 +234,41 @@ def test_no_serious_accessibility_violations(page, served, shots):
     page.goto(served["url"] + "/")
     page.screenshot(path=str(shots / "home.png"), full_page=False)
     assert found == {}
+
+
+def test_query_syntax_error_facet_and_export_in_the_browser(page, served, shots, tmp_path):
+    page.goto(served["url"] + "/")
+    page.fill("#q", 'wing "margin')
+    page.press("#q", "Enter")
+    page.wait_for_url("**/?q=wing*")
+    err = page.locator("#q-error")
+    assert err.is_visible() and "query_syntax" in err.inner_text() and "character 6" in err.inner_text()
+    assert page.get_attribute("#q", "aria-describedby") == "q-error"
+    page.screenshot(path=str(shots / "search-error.png"), full_page=False)
+    page.goto(served["url"] + "/?q=wing")
+    page.locator('.facets a:text-is("RESULTS")').click()
+    page.wait_for_url("**section=RESULTS*")
+    assert page.locator(".facets strong[aria-current]").inner_text() == "RESULTS"
+    with page.expect_download() as info:
+        page.locator('.exports a:text-is("RIS")').click()
+    path = tmp_path / "hits.ris"
+    info.value.save_as(path)
+    assert info.value.suggested_filename == "flysift-papers.ris" and path.read_text().startswith("TY  - JOUR")
+
+
+def test_paper_authors_then_similar_papers(page, served, shots):
+    page.goto(served["url"] + "/papers/PMC100004?q=wing")
+    page.locator('a:text-is("Find similar papers")').click()
+    page.wait_for_url("**/papers/PMC100004/similar*")
+    assert "PMC100001" in page.locator(".hit .pmcid").all_inner_texts()
+    page.screenshot(path=str(shots / "similar.png"), full_page=True)
+    page.goto(served["url"] + "/papers/PMC100003")
+    assert page.locator(".authors").inner_text().endswith("Bray, Sarah J.; FlyBase Consortium")
+
+
+def test_term_page_concept_mentions_link_to_the_marked_paper(page, served, shots):
+    page.goto(served["url"] + "/terms/GO:0043231")
+    page.screenshot(path=str(shots / "term-mentions.png"), full_page=True)
+    page.locator('#mentions-h ~ ol a[href*="#PMC100001:1:0"]').first.click()
+    page.wait_for_url("**/papers/PMC100001?terms=1#PMC100001:1:0")
+    assert page.locator('#PMC100001\\:1\\:0 a.t[href="/terms/GO:0005634"]').is_visible()

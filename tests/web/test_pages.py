@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from workbench_site import XSS_PAPER, build_site, index_go, parent_child
+from workbench_site import DOI_PAPER, XSS_PAPER, add_concepts, build_site, index_go, parent_child
 
 from search.api.app import create_app
 from search.sessions.keys import new_key
@@ -28,6 +28,7 @@ def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("wb")
     settings = build_site(root, ["GO:0003700", "GO:0043226", "GO:0005622"])
     ont = index_go(settings.data_dir, tmp_path_factory.mktemp("cache"))
+    add_concepts(settings)
     return settings, ont
 
 
@@ -95,6 +96,18 @@ def test_filters_pages_and_passages(web):
     assert "How the query was read" in r.text and "<code>Dl</code>" in r.text
 
 
+def test_the_gene_in_title_badge_marks_hits_whose_title_holds_the_query(web):
+    def hits(q: str) -> dict[str, str]:
+        html = web.get("/", params={"q": q}).text
+        return {m.group(1): m.group(2) for m in re.finditer(r'class="pmcid">(PMC\d+)<(.*?)</p>', html, re.S)}
+
+    wing = hits("wing")
+    assert '<span class="badge">query in title</span>' in wing["PMC100001"]   # "… in the wing"
+    assert '<span class="badge">query in title</span>' in wing["PMC100004"]   # "Wing disc growth"
+    dl = hits("Dl")
+    assert '<span class="badge">query in title</span>' in dl[XSS_PAPER.pmcid]   # "… Dl & …"
+    assert "query in title" not in dl["PMC100001"]   # "Delta and Notch signalling in the wing"
+
 def test_search_renders_hostile_titles_as_text(web):
     r = web.get("/", params={"q": "Dl"})
     assert XSS_PAPER.pmcid in r.text
@@ -116,11 +129,37 @@ def test_paper_page_sections_passages_and_marks(web):
     _no_inline_code(html)
 
 
+def test_paper_page_writes_each_passage_id_twice_and_leaves_the_copy_button_to_the_script(web):
+    """Page weight: a CRAFT paper has ~90 passages, and DOI keys are long."""
+    html = web.get("/papers/PMC100001").text
+    assert html.count("PMC100001:2:0") == 2   # the anchor and the id shown
+    assert '<div class="passage" id="PMC100001:2:0"><p>' in html and "<button" not in html.split('class="body"')[1]
+
 def test_paper_page_escapes_everything(web):
     html = web.get(f"/papers/{XSS_PAPER.pmcid}").text
     assert "<script>" not in html.replace('<script src="/static/workbench.js" defer></script>', "")
     assert "&lt;i&gt;Results&lt;/i&gt;" in html and "&lt;/p&gt;&lt;script&gt;x()" in html
 
+
+def test_paper_page_links_out_to_pmc_pubmed_and_the_doi_escaped(web):
+    html = web.get(f"/papers/{XSS_PAPER.pmcid}").text
+    assert '<p class="meta">PMC100099 · 2020 · <em>&lt;b&gt;J&lt;/b&gt;</em></p>' in html   # journal and year
+    assert 'href="https://www.ncbi.nlm.nih.gov/pmc/articles/PMC100099/">PMC</a>' in html
+    assert 'href="https://pubmed.ncbi.nlm.nih.gov/31000099/">PubMed 31000099</a>' in html
+    assert 'href="https://doi.org/10.1000/x%22%3E%3Cb%3Ey">DOI 10.1000/x&#34;&gt;&lt;b&gt;y</a>' in html
+    assert "PubMed" not in web.get("/papers/PMC100001").text.split("Links out", 1)[1].split("</ul>", 1)[0]
+
+def test_a_paper_keyed_by_its_doi_opens_though_its_key_holds_a_slash(web):
+    assert DOI_PAPER.pmcid == "DOI:10.1000/fin.1"
+    results = web.get("/", params={"q": "blastema"}).text
+    assert 'href="/papers/DOI:10.1000%2Ffin.1?q=blastema"' in results   # the slash escaped in the link
+    page = web.get("/papers/DOI:10.1000%2Ffin.1", params={"q": "blastema"})
+    assert page.status_code == 200, page.text[:300]
+    assert '<mark class="q">blastema</mark>' in page.text and 'id="DOI:10.1000/fin.1:1:0"' in page.text
+    assert 'href="/papers/DOI:10.1000%2Ffin.1/similar">Find similar papers</a>' in page.text
+    assert web.get("/papers/DOI:10.1000%2Ffin.1/similar").status_code == 200
+    assert web.get("/papers/DOI:10.1000%2Ffin.1/supplements/1").status_code == 404   # it has none
+    assert web.get("/papers/DOI:10.1000%2Fnone").status_code == 404
 
 def test_paper_page_finds_the_evidence_passage(web):
     html = web.get("/papers/PMC100001", params={"evidence": "Loss of Dl abolishes E(spl)m8-HLH expression"}).text
@@ -192,8 +231,12 @@ def test_session_audit_shows_the_refusal_budget_and_submission(web):
     assert re.search(r'<meter id="budget" min="0" max="1"[^>]* value="1"', html)
     assert "1 refused call" in html
     assert 'href="/papers/PMC100001?evidence=Loss+of+Dl"' in html
-    assert "Coverage of the cited papers" in html and "reason-read" in html and "reason-never_surfaced" in html
-    assert re.search(r'reason-surfaced_not_read.*\n.*PMC100004', html)
+    # the reasons of `flysift coverage` (search.flyaoc.coverage), ranked again through the service
+    assert "Coverage of the cited papers" in html and "3 papers cited by curators for Dl" in html
+    assert 'class="reason-read_and_cited"><td><a href="/papers/PMC100001">' in html   # read, cited as evidence
+    assert re.search(r'class="reason-surfaced_not_read"><td><a href="/papers/PMC100004">PMC100004</a></td>\s*'
+                     r'<td>2015</td>[^\n]*rank 3 in search_papers call 1 \(&#39;Dl wing&#39;\)', html)
+    assert 'class="reason-never_retrieved"><td><a href="/papers/PMC100003">' in html
     _no_inline_code(html)
 
 
@@ -236,7 +279,11 @@ def test_run_review_shows_hits_misses_evidence_and_coverage(web):
     assert "<li>delta ligand</li>" in gene and "<li>dl-1</li>" in gene and "<li>notch ligand</li>" in gene
     assert "dl2" not in gene
     assert 'href="/papers/PMC100001?evidence=Loss+of+Dl' in gene
-    assert "reason-read" in gene and "reason-surfaced_not_read" in gene and "reason-never_surfaced" in gene
+    # without a report the rule runs on the run's trace: every gene's table cell, the chosen gene ranked
+    assert "<code>surfaced_not_read</code> 1<br><code>read_and_cited</code> 1<br><code>not_ranked</code> 1" in html
+    assert 'class="reason-read_and_cited"><td><a href="/papers/PMC100001">' in gene
+    assert "rank 2 in search_papers call 1 (&#39;Dl&#39;)" in gene
+    assert 'class="reason-never_retrieved"><td><a href="/papers/PMC100004">' in gene
 
 
 def test_run_names_are_looked_up_never_joined(web, site, tmp_path):
@@ -373,19 +420,19 @@ def test_serve_banner_names_the_workbench(site):
 
 
 def test_a_bug_is_an_html_500_page_without_its_traceback(web, monkeypatch):
-    from search.web import pages
+    from search.web import reading
 
     def broken(ctx, form):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(pages, "run_search", broken)
+    monkeypatch.setattr(reading, "run_search", broken)
     r = web.get("/", params={"q": "Dl"})
     assert r.status_code == 500 and "text/html" in r.headers["content-type"]
     assert "internal_error" in r.text and "RuntimeError" in r.text and "secret internals" not in r.text
 
 
 def test_timeline_links_name_papers_passages_supplements_and_terms():
-    from search.web.pages import _link_for
+    from search.web.audit import link_for as _link_for
 
     assert _link_for("PMC1") == "/papers/PMC1"
     assert _link_for("PMC1:2:0.1") == "/papers/PMC1#PMC1%3A2%3A0.1"
@@ -422,7 +469,7 @@ def test_run_review_shows_the_reasons_of_flysift_coverage(web, site):
     assert 'class="reason-read_and_cited"><td><a href="/papers/PMC100001">' in gene
     assert "Delta and Notch signalling in the wing" in gene   # the report's title of the paper
     assert re.search(r'class="reason-surfaced_not_read"><td><a href="/papers/PMC100003">PMC100003</a></td>\s*'
-                     r'<td>2010</td>[^\n]*rank 2 in search_papers call #1', gene)
+                     r'<td>2010</td>[^\n]*rank 2 in search_papers call 1', gene)
     assert '<code>never_retrieved</code>' in gene
     later = (run / "coverage" / "coverage.json").stat().st_mtime + 60
     os.utime(run / "predictions" / "FBgn0000463.json", (later, later))   # a resumed run after the report
@@ -440,3 +487,129 @@ def test_paper_page_marks_ontology_terms_on_request(web):
     assert '<a class="t" href="/terms/GO:0005634" title="GO:0005634 nucleus">nucleus</a>' in html
     assert '<mark class="q">nucleus</mark>' not in html
     assert "Hide ontology terms" in html
+
+
+# ---- the query language, facets, fragments, exports, similar papers (#26 in the pages) -------------------------------
+
+def test_search_reads_the_query_language_by_default(web):
+    assert "PMC100001" not in web.get("/", params={"q": "wing -Dl"}).text   # -Dl leaves the Delta paper out
+    plain = web.get("/", params={"q": "wing -Dl", "syntax": "plain"}).text
+    assert 'class="pmcid">PMC100001<' in plain   # plain text: the - is a character, not an operator
+    assert 'value="plain" checked' in plain
+    titled = web.get("/", params={"q": "title:Wing"}).text
+    assert 'class="pmcid">PMC100004<' in titled and 'class="pmcid">PMC100099<' not in titled
+
+
+def test_a_query_syntax_error_is_shown_next_to_the_box_with_its_position_and_hint(web):
+    r = web.get("/", params={"q": 'wing "margin'})
+    assert r.status_code == 422 and 'aria-describedby="q-error"' in r.text
+    err = r.text.split('id="q-error"', 1)[1].split("</p>", 1)[0]
+    assert "<strong>query_syntax</strong>" in err and "(character 6)" in err and "&#34;margin</code>" in err
+    assert "Close the phrase with a second" in err   # the hint
+    assert 'href="/?q=wing+%22margin&amp;syntax=plain"' in err   # one click to the plain reading
+    assert web.get("/", params={"q": 'wing "margin', "syntax": "plain"}).status_code == 200
+
+
+def test_facets_count_years_and_sections_as_links(web):
+    html = web.get("/", params={"q": "wing"}).text
+    facets = html.split('<aside class="facets"', 1)[1].split("</aside>", 1)[0]
+    assert '<a href="/?q=wing&amp;year_from=2015&amp;year_to=2015">2015</a> <span class="count">1</span>' in facets
+    assert '<a href="/?q=wing&amp;section=RESULTS">RESULTS</a> <span class="count">3</span>' in facets
+    narrowed = web.get("/", params={"q": "wing", "section": "RESULTS", "year_from": "2015", "year_to": "2015"}).text
+    assert '<strong aria-current="true">2015</strong>' in narrowed and "Clear the filters" in narrowed
+
+
+def test_hits_show_the_services_highlight_fragments_and_passages_their_papers_titles(web):
+    html = web.get("/", params={"q": "wing"}).text
+    assert '<a href="/papers/PMC100004?q=wing"><mark class="q">Wing</mark> disc growth</a>' in html   # the title
+    assert ('<span class="where">abstract</span>Growth of the <mark class="q">wing</mark> imaginal disc depends on '
+            'morphogens.') in html
+    assert '<a class="where" href="/papers/PMC100099?q=wing#PMC100099:1:0">passage PMC100099:1:0</a>' in html
+    passages = web.get("/", params={"q": "Su(H)", "kind": "passages"}).text
+    assert '#PMC100003:1:0">Suppressor of Hairless targets</a>' in passages
+    assert "<mark class=\"q\">Su(H)</mark>; Hairless complexes repress targets." in passages
+
+
+def test_fragments_are_never_html_from_the_service():
+    from search.web.render import CLOSE, OPEN, fragment, whole
+
+    tagged = f"<b>{OPEN}Dl{CLOSE}</b> & {CLOSE}x{OPEN}y"   # a stray tag in the text is dropped
+    assert str(fragment(tagged)) == '&lt;b&gt;<mark class="q">Dl</mark>&lt;/b&gt; &amp; xy'
+    assert str(whole([f"{OPEN}Wing{CLOSE} disc"], "Wing disc growth")) == "Wing disc growth"   # a cut title: plain
+
+
+def test_export_links_and_the_cookie_authenticated_export_route(web):
+    html = web.get("/", params={"q": "Su(H)", "gene": "Dl"}).text
+    assert 'href="/export?q=Su%28H%29&amp;gene=Dl&amp;format=ris"' in html and ">BibTeX</a>" in html
+    ris = web.get("/export", params={"q": "Su(H)", "format": "ris"})
+    assert ris.status_code == 200 and ris.headers["content-type"].startswith("application/x-research-info-systems")
+    assert ris.headers["content-disposition"] == 'attachment; filename="flysift-papers.ris"'
+    assert "TI  - Suppressor of Hairless targets\nAU  - Bray, Sarah J.\nAU  - FlyBase Consortium\n" in ris.text
+    bib = web.get("/export", params={"q": "Su(H)", "format": "bibtex", "kind": "passages"}).text
+    assert "author = {Bray, Sarah J. and {FlyBase Consortium}}" in bib and "note = {passage PMC100003:" in bib
+    csv_text = web.get("/export", params={"q": "wing", "format": "csv", "year_from": "2010", "limit": "1"}).text
+    assert csv_text.splitlines()[0].startswith("rank,pmcid") and len(csv_text.splitlines()) == 2
+    bad = web.get("/export", params={"q": '"wing', "format": "csv"})
+    assert bad.status_code == 422 and "text/html" in bad.headers["content-type"] and "query_syntax" in bad.text
+    assert web.get("/export", params={"q": "wing", "format": "xls"}).status_code == 422
+
+
+def test_similar_papers_page(web):
+    html = web.get("/papers/PMC100004/similar").text
+    assert "Papers like" in html and 'class="pmcid">PMC100001<' in html and 'class="pmcid">PMC100004<' not in html
+    assert '<span class="term-weight">cells</span>' in html
+    assert 'href="/papers/PMC100004/similar">Find similar papers</a>' in web.get("/papers/PMC100004").text
+    assert web.get("/papers/PMC999999/similar").status_code == 404
+
+
+# ---- one marking of a paper (BrowseService.paper_view), authors ------------------------------------------------------
+
+def test_the_paper_page_is_the_services_paper_view():
+    """The pages mark a paper through BrowseService.paper_view alone: no highlighter of their own."""
+    root = Path(__file__).parents[2] / "search" / "web"
+    source = "\n".join(p.read_text() for p in root.glob("*.py"))
+    assert "Highlighter" not in source and "split_passages" not in source
+
+
+def test_paper_page_shows_authors(web):
+    html = web.get("/papers/PMC100003").text
+    assert '<p class="authors"><span class="vh">Authors: </span>Bray, Sarah J.; FlyBase Consortium</p>' in html
+    assert 'class="authors"' not in web.get("/papers/PMC100001").text   # none known: nothing shown
+
+
+def test_paper_page_terms_from_the_concept_index_or_the_recogniser(web):
+    concepts = web.get("/papers/PMC100001", params={"terms": "1"}).text
+    assert "of the collection's concept index" in concepts
+    assert '<a class="t" href="/terms/GO:0005634" title="GO:0005634 nucleus">nucleus</a>' in concepts
+    plain = web.get("/papers/PMC100001", params={"terms": "1", "collection": "plain"}).text
+    assert "found by the term recogniser" in plain and 'href="/terms/GO:0005634"' in plain
+
+
+# ---- term pages: concept search, else the name as a phrase ----------------------------------------------------------
+
+def test_term_page_lists_what_mentions_the_term_by_concept_search(web):
+    html = web.get("/terms/GO:0043231").text   # intracellular membrane-bounded organelle: nucleus is below it
+    assert "Concept search <code>term:GO:0043231</code>" in html
+    assert '<h3>Papers (1)</h3>' in html and 'href="/papers/PMC100001?terms=1">Delta and Notch' in html
+    assert "“nucleus” <a href=\"/terms/GO:0005634\">GO:0005634</a>" in html   # the descendant it matched
+    assert '<a class="t" href="/terms/GO:0005634" title="GO:0005634 nucleus">nucleus</a>.</p>' in html
+    assert "#PMC100001:1:0" in html
+
+
+def test_term_page_without_a_concept_index_searches_the_name_and_says_so(web):
+    html = web.get("/terms/GO:0005634", params={"collection": "plain"}).text
+    assert "no concept index for go" in html and "phrase search <code>&#34;nucleus&#34;</code>" in html
+    assert '<mark class="q">nucleus</mark>' in html and 'collection=plain' in html
+
+
+# ---- exports with auth on: the cookie, not a Bearer key --------------------------------------------------------------
+
+def test_export_with_auth_on_needs_the_sign_in_cookie(secured):
+    url, keys, _ = secured
+    with httpx.Client(base_url=url, timeout=30) as anon:
+        r = anon.get("/export", params={"q": "wing", "format": "csv"}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/signin?next=%2Fexport")
+        assert anon.get("/v1/papers/search", params={"query": "wing", "format": "csv"}).status_code == 401
+    with _signed_in(url, keys["a"]) as c:
+        r = c.get("/export", params={"q": "wing", "format": "csv"})
+        assert r.status_code == 200 and r.text.startswith("rank,pmcid") and "PMC100004" in r.text

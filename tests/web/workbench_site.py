@@ -18,10 +18,15 @@ from helpers import PAPERS, build_index, term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 XSS_TITLE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> Dl & "N"'
-XSS_PAPER = Paper(pmcid="PMC100099", year=2020, journal="<b>J</b>", title=XSS_TITLE,
+XSS_PAPER = Paper(pmcid="PMC100099", pmid="31000099", doi='10.1000/x"><b>y', year=2020, journal="<b>J</b>",
+                  title=XSS_TITLE,
                   abstract="Dl binds N; the title of this paper is hostile markup.",
                   sections=[Section(type="RESULTS", title="<i>Results</i>",
                                     paragraphs=["Dl is expressed in the wing margin </p><script>x()</script>."])])
+#: a paper keyed by its DOI (no PMCID or PMID, as 29 of CRAFT's 97): its key holds a slash
+DOI_PAPER = Paper(pmcid="DOI:10.1000/fin.1", doi="10.1000/fin.1", year=2012, title="Zebrafish fin regeneration",
+                  abstract="Fin regeneration after amputation needs a blastema.",
+                  sections=[Section(type="RESULTS", paragraphs=["The blastema forms within two days of amputation."])])
 DL = Gene(id="FBgn0000463", symbol="Dl", fullname="Delta", symbol_synonyms=["Delta-like"],
           fullname_synonyms=["Delta ligand"])
 
@@ -40,7 +45,7 @@ def ground_truth_line(gene_id: str, go: list[tuple[str, str | None]]) -> str:
 def build_site(root: Path, go_ids: list[str]) -> Settings:
     """The data directory, ground truth and runs directory; ``go_ids``: three ids of the indexed ontology."""
     data = root / "data"
-    build_index(data, [*PAPERS, XSS_PAPER])
+    build_index(data, [*PAPERS, XSS_PAPER, DOI_PAPER])
     Lexicon([DL]).save(data / "lexicon.tsv")
     gt = root / "ground_truth.jsonl"
     gt.write_text(ground_truth_line(DL.id, [(go_ids[0], "PMC100001"), (go_ids[1], "PMC100003"),
@@ -74,6 +79,15 @@ def index_go(data: Path, cache: Path) -> Ontology:
     ont = Ontology.load(FIX / "mini.obo", "go", cache_dir=cache)
     term_service(data).index_ontology(ont, TermIndex(data).write)
     return ont
+
+
+def add_concepts(settings: Settings) -> None:
+    """A concept index for the default collection (``flysift index concepts``: "nucleus" in PMC100001 is GO:0005634)
+    and a collection ``plain`` of the same papers without one. Call after ``index_go``."""
+    from indexer.concepts import index_concepts
+
+    build_index(settings.data_dir, [*PAPERS, XSS_PAPER], collection="plain")
+    index_concepts(settings, workers=1)
 
 
 def parent_child(ont: Ontology) -> tuple[str, str, str]:

@@ -19,6 +19,7 @@ from search.core.models import ConceptMention, PaperHit, PassageHit
 from search.core.names import DEFAULT_COLLECTION, is_valid
 from search.core.query import EngineQuery
 from search.engines.cluster.concepts import ConceptIndex, ConceptWriter, concepts_missing
+from search.engines.cluster.mappings import HEAD_FIELDS
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query
 
 if TYPE_CHECKING:
@@ -165,13 +166,13 @@ class Browse:
             return {}
         res = self._request("POST", f"/{self.alias('papers')}/_search", {
             "query": {"terms": {"pmcid": wanted}}, "size": len(wanted),
-            "_source": ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi"]}, what="reading paper heads")
+            "_source": HEAD_FIELDS}, what="reading paper heads")
         out = {}
         for h in res["hits"]["hits"]:
             s = h["_source"]
             out[s["pmcid"]] = PaperHit(pmcid=s["pmcid"], title=s.get("title", ""), abstract=s.get("abstract", "")[:500],
                                        year=s.get("year"), journal=s.get("journal"), score=0.0, pmid=s.get("pmid"),
-                                       doi=s.get("doi"))
+                                       doi=s.get("doi"), authors=s.get("authors") or [])
         return out
 
     def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:

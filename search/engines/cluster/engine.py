@@ -56,6 +56,8 @@ from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
     FIELDED_LAYOUT,
+    HEAD_FIELDS,
+    PAPERS_LAYOUT,
     PASSAGE_MAPPING,
     SIMILARITY,
     analysis_settings,
@@ -122,9 +124,9 @@ class ClusterBuild:
         if found and engine._weights_of(engine._index("papers", found["id"])) != written:
             log.info("not resuming build %s: its papers were written with other field weights", found["id"])
             found = None   # (or before the one-field layout) papers of two scorings would mix
-        if found and engine._layout_of(engine._index("papers", found["id"])) != FIELDED_LAYOUT:
+        if found and engine._layout_of(engine._index("papers", found["id"])) != PAPERS_LAYOUT:
             log.info("not resuming build %s: its papers index has an older layout", found["id"])
-            found = None   # its mapping cannot take the title and abstract fields
+            found = None   # its mapping cannot take the title and abstract fields, or the authors
         self.id = found["id"] if found else _version()
         self.state = (found.get("state") or {}) if found else {}
         self._created = found["created"] if found else time.time()
@@ -452,7 +454,7 @@ class ClusterEngine(Browse):
                                    concepts=self._concepts_of("papers")),
             "from": offset, "size": limit,
             "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
-            "_source": ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi"]}, source=query.filters.source)
+            "_source": HEAD_FIELDS}, source=query.filters.source)
         hits = [self._paper_hit(h, query) for h in res["hits"]["hits"]]
         if snippets or highlight is not None:
             abstracts = {h["_source"]["pmcid"]: h["_source"].get("abstract", "") for h in res["hits"]["hits"]}
@@ -532,7 +534,8 @@ class ClusterEngine(Browse):
         s = h["_source"]
         return PaperHit(pmcid=s["pmcid"], title=s.get("title", ""), abstract=s.get("abstract", "")[:500],
                         year=s.get("year"), journal=s.get("journal"), score=h["_score"] or 0.0,
-                        matched=self._matched(h, query), pmid=s.get("pmid"), doi=s.get("doi"))
+                        matched=self._matched(h, query), pmid=s.get("pmid"), doi=s.get("doi"),
+                        authors=s.get("authors") or [])
 
     def _passage_hit(self, h: dict[str, Any], query: EngineQuery) -> PassageHit:
         p = Passage(**h["_source"])
@@ -550,7 +553,7 @@ class ClusterEngine(Browse):
         self._layout = None   # read the layout now: an export pages one index for a long time
         body = {"query": compile_query(query, self._paper_fields(query.filters.source), "section_types",
                                        paper_fields=self._fielded(), concepts=self._concepts_of("papers")),
-                "_source": ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi"]}
+                "_source": HEAD_FIELDS}
         for h in self._export("papers", body, "pmcid", batch_size, limit):
             yield self._paper_hit(h, query)
 

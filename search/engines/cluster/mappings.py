@@ -79,6 +79,12 @@ ONE_FIELD_LAYOUT = 5
 #: the papers layout that also indexes title and abstract on their own (``title:``/``abstract:`` of the query
 #: language; scored only when a query names them)
 FIELDED_LAYOUT = 6
+#: the papers layout new indices are written in: 7 adds ``authors`` (in ``_source`` only; the strict mapping of an
+#: older index cannot take it, so its builds are not resumed; its papers are read with no authors)
+PAPERS_LAYOUT = 7
+#: what a paper hit reads of a paper's ``_source``
+HEAD_FIELDS = ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi", "authors"]
+_STORED_KEYWORD = {"type": "keyword", "index": False, "doc_values": False}
 
 
 def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
@@ -91,9 +97,10 @@ def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
     for spec in (fielded, fielded["fields"]["s"]):
         spec["index_options"] = "positions"
     return {"dynamic": "strict",
-            "_meta": {"layout": FIELDED_LAYOUT, "field_weights": dict(repeats), "supplements": True},
+            "_meta": {"layout": PAPERS_LAYOUT, "field_weights": dict(repeats), "supplements": True},
             "properties": {
                 "pmcid": _KEYWORD, "pmid": _KEYWORD, "doi": _KEYWORD, "year": _INT, "journal": _KEYWORD,
+                "authors": _STORED_KEYWORD,
                 "title": fielded, "abstract": fielded, "body": copied, "text": text, "section_types": _KEYWORD,
                 # section structure without the text: paragraph lengths cut ``body`` back into paragraphs
                 "sections": {"type": "object", "enabled": False},

@@ -93,7 +93,7 @@ class Browse:
         for score, _, doc in self._export("papers", query, limit):
             p = PaperHead.model_validate_json(doc["head"][0])
             yield PaperHit(pmcid=doc["pmcid"][0], title=p.title, abstract=p.abstract[:500], year=p.year,
-                           journal=p.journal, score=score, pmid=p.pmid, doi=p.doi)
+                           journal=p.journal, score=score, pmid=p.pmid, doi=p.doi, authors=p.authors)
 
     def export_passages(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PassageHit]:
         for score, r, doc in self._export("passages", query, limit):
@@ -109,7 +109,7 @@ class Browse:
             if hits:
                 p = PaperHead.model_validate_json(r.paper_searcher.doc(hits[0][1])["head"][0])
                 out[pmcid] = PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract[:500], year=p.year,
-                                      journal=p.journal, score=0.0, pmid=p.pmid, doi=p.doi)
+                                      journal=p.journal, score=0.0, pmid=p.pmid, doi=p.doi, authors=p.authors)
         return out
 
     def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:

@@ -302,6 +302,7 @@ class EmbeddedEngine(Browse):
             where = best[pmcid].supplement if pmcid in best else None
             hit = PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract[:500], year=p.year, journal=p.journal,
                            score=score, snippets=snips, matched=hits_matched[pmcid], pmid=p.pmid, doi=p.doi,
+                           authors=p.authors,
                            supplement=SupplementPlace.model_validate(where.model_dump()) if where else None)
             if hls is not None and highlight is not None:
                 hit.highlight, hit.best_passage = paper_highlight(hls, highlight, p.title, p.abstract,

@@ -53,6 +53,8 @@ class PaperHead(BaseModel):
     journal: str | None = None
     pmid: str | None = None
     doi: str | None = None
+    #: author names (exports; a build written before authors were read has none: they default to empty)
+    authors: list[str] = []
 
 
 def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
@@ -84,7 +86,7 @@ def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
         out.append(PreparedPassage(p.id, p.section_type, p.year, word_text(p.text), symbol_text(p.text),
                                    p.model_dump_json(exclude={"text", "source"}, exclude_none=True).encode()))
     head = PaperHead(title=paper.title, abstract=paper.abstract, year=paper.year, journal=paper.journal,
-                     pmid=paper.pmid, doi=paper.doi)
+                     pmid=paper.pmid, doi=paper.doi, authors=paper.authors)
     return Prepared(paper.pmcid, paper.year, tuple(paper.section_types()),
                     head.model_dump_json(exclude_none=True).encode(),
                     paper_store.encode(paper),

@@ -1,6 +1,6 @@
 // flysift workbench: progressive enhancement only (every page works without it).
 // - "/" focuses the search box (when not typing in a field);
-// - passage ids get a "Copy id" button;
+// - passage ids get a "Copy id" button (added here: a page without the script has none to show);
 // - after following a link to a passage, focus moves there for keyboard and screen-reader users.
 (function () {
   "use strict";
@@ -13,14 +13,18 @@
   });
   function ready() {
     if (navigator.clipboard) {
-      document.querySelectorAll("button.copy[data-copy]").forEach(function (b) {
-        b.hidden = false;
+      document.querySelectorAll(".passage > .pid").forEach(function (line) {
+        var id = line.parentNode.id, b = document.createElement("button");
+        b.type = "button"; b.className = "copy"; b.textContent = "Copy id";
+        b.setAttribute("aria-label", "Copy id " + id);
         b.addEventListener("click", function () {
-          navigator.clipboard.writeText(b.getAttribute("data-copy")).then(function () {
+          navigator.clipboard.writeText(id).then(function () {
             b.textContent = "Copied";
             setTimeout(function () { b.textContent = "Copy id"; }, 1500);
           });
         });
+        line.appendChild(document.createTextNode(" "));
+        line.appendChild(b);
       });
     }
     var id = decodeURIComponent(location.hash.slice(1));
