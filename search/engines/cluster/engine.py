@@ -222,7 +222,7 @@ class ClusterEngine:
         self.prefix = settings.cluster_index_prefix
         self.base = self.prefix if collection == "default" else f"{self.prefix}-{collection}"
         self.builds_index = f"{self.prefix}-builds"
-        self.shards, self.replicas = settings.cluster_shards, settings.cluster_replicas
+        self.shards, self._replicas = settings.cluster_shards, settings.cluster_replicas
         self.keep = settings.cluster_keep_versions
         self.min_publish_share = settings.min_publish_share
         self.chunk_bytes, self.max_retries, self.backoff_s = chunk_bytes, max_retries, backoff_s
@@ -231,6 +231,14 @@ class ClusterEngine:
         self.bm25 = settings.bm25(collection)
         #: (when read, whether the published papers index is one-field): ``_paper_fields``
         self._layout: tuple[float, bool] | None = None
+
+    @property
+    def replicas(self) -> int:
+        """Replica copies of the indices this engine creates: the setting, else by the cluster's data nodes (read
+        once: ``Transport.replicas``)."""
+        if self._replicas is None:
+            self._replicas = self.t.replicas(None)
+        return self._replicas
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
@@ -278,8 +286,9 @@ class ClusterEngine:
                 "template": {"settings": self._index_settings(similarity(self.bm25.k1, self.bm25.b)),
                              "mappings": mapping}}, what="index template")
         try:
-            self.t.request("PUT", f"/{self.builds_index}", {"settings": {"number_of_shards": 1},
-                                                            "mappings": BUILDS_MAPPING})
+            self.t.request("PUT", f"/{self.builds_index}", {
+                "settings": {"number_of_shards": 1, "number_of_replicas": self.replicas},
+                "mappings": BUILDS_MAPPING})
         except ClusterRequestError as e:
             if e.error_type != "resource_already_exists_exception":
                 raise
@@ -390,17 +399,7 @@ class ClusterEngine:
         return self._bulk_concurrency
 
     def _data_nodes(self) -> int:
-        """Nodes holding data (Elasticsearch's data tiers count); 1 where the credentials may not list nodes."""
-        try:
-            nodes = self.t.request("GET", "/_nodes", params={"filter_path": "nodes.*.roles"},
-                                   what="counting data nodes").get("nodes", {})
-        except ClusterRequestError as e:
-            if e.http_status not in (401, 403):
-                raise
-            log.info("cannot list the cluster's nodes (%s); assuming one data node", e.http_status)
-            return 1
-        return max(1, sum(any(r == "data" or r.startswith("data_") for r in n.get("roles", []))
-                          for n in nodes.values()))
+        return self.t.data_nodes()
 
     def open_build(self, fingerprint: str, resume: bool = True) -> ClusterBuild:
         return ClusterBuild(self, fingerprint, resume)
