@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from search.core.errors import FlysiftError, NotFound, Unavailable
-from search.engines.cluster.transport import RETRYABLE, ClusterRequestError, Transport
+from search.engines.cluster.transport import RETRYABLE, ClusterRequestError, Transport, index_exists_error
 from search.sessions.keys import ApiKey
 from search.sessions.models import (
     RESERVATION_TTL_S,
@@ -151,7 +151,7 @@ class ClusterStore:
         try:
             self.t.request("PUT", f"/{self.index(kind)}", body=body, what="session store setup")
         except ClusterRequestError as e:
-            if e.error_type != "resource_already_exists_exception":
+            if not index_exists_error(e):
                 raise
             self.t.request("PUT", f"/{self.index(kind)}/_settings", body={"number_of_replicas": self.replicas},
                            what="session store replicas")
@@ -160,10 +160,11 @@ class ClusterStore:
         self.t.close()
 
     def drop(self) -> None:
-        """Delete the store's indices (tests, teardown)."""
+        """Delete the store's indices (tests, teardown), the copies behind their names after a restore included."""
         for kind in KINDS:
             try:
-                self.t.request("DELETE", f"/{self.index(kind)}", what="session store drop")
+                names = self.t.request("GET", f"/{self.index(kind)}/_settings/index.uuid", what="session store drop")
+                self.t.request("DELETE", "/" + ",".join(sorted(names)), what="session store drop")
             except ClusterRequestError as e:
                 if e.http_status != 404:
                     raise

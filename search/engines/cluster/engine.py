@@ -46,8 +46,10 @@ from search.core.models import (
     TermHit,
 )
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery
+from search.engines.cluster import snapshots
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
+from search.engines.cluster.health import ClusterHealth, cluster_health
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
     PASSAGE_MAPPING,
@@ -62,7 +64,13 @@ from search.engines.cluster.mappings import (
     written_weights,
 )
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
-from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
+from search.engines.cluster.transport import (
+    POOL_SIZE,
+    RETRYABLE,
+    ClusterRequestError,
+    Transport,
+    index_exists_error,
+)
 from search.engines.guards import BuildRefused, publish_refusal
 from search.text.analysis import stem
 from search.text.snippets import Highlighter, paper_snippets
@@ -290,7 +298,7 @@ class ClusterEngine:
                 "settings": {"number_of_shards": 1, "number_of_replicas": self.replicas},
                 "mappings": BUILDS_MAPPING})
         except ClusterRequestError as e:
-            if e.error_type != "resource_already_exists_exception":
+            if not index_exists_error(e):
                 raise
 
     def _index_settings(self, sim: dict[str, Any] = SIMILARITY) -> dict[str, Any]:
@@ -661,6 +669,24 @@ class ClusterEngine:
                                   details={"valid": sorted(self._term_counts())})
         return e
 
+    # ---- operations: readiness and backups (every index of the prefix: all collections and the session store) ----
+    def health(self) -> ClusterHealth:
+        """Readiness from the health of the prefix's indices (``search.engines.cluster.health``)."""
+        return cluster_health(self.t, self.prefix)
+
+    def create_snapshot(self, location: str | None = None) -> dict[str, Any]:
+        """Snapshot every index of the prefix into its repository (registered on first use at ``location``)."""
+        return snapshots.create_snapshot(self.t, self.prefix, location)
+
+    def list_snapshots(self) -> list[dict[str, Any]]:
+        return snapshots.list_snapshots(self.t, self.prefix)
+
+    def restore_snapshot(self, name: str) -> dict[str, Any]:
+        """Restore a snapshot beside the live indices, check it, switch to it (``search.engines.cluster.snapshots``)."""
+        try:
+            return snapshots.restore_snapshot(self.t, self.prefix, name, replicas=self.replicas)
+        finally:
+            self._layout = None
+
     def close(self) -> None:
         self.t.close()
-

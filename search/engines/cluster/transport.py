@@ -72,6 +72,13 @@ def error_field(err: Any) -> str | None:
     return None
 
 
+def index_exists_error(e: ClusterRequestError) -> bool:
+    """Whether creating an index failed because its name is taken: by an index, or by an alias (a restore replaces
+    plain indices by aliases of the same name: ``search.engines.cluster.snapshots``)."""
+    return e.error_type == "resource_already_exists_exception" or (
+        e.error_type == "invalid_index_name_exception" and "already exists as alias" in e.message)
+
+
 # ---- the two clients -----------------------------------------------------------------------------------------------
 class Transport:
     """The flavour-specific part: building the official client and sending one raw request with it."""
