@@ -36,6 +36,7 @@ def test_health_green_is_ready_yellow_a_warning_red_not_ready(cluster_settings: 
     prefix = cluster_settings.cluster_index_prefix
     publish(engine, PAPERS)
     nodes = engine.t.data_nodes()
+    cluster_node.call("GET", f"/_cluster/health/{prefix}-*?wait_for_status=green&timeout=60s")  # replicas copied
     h = engine.health()
     assert (h.status, h.cluster_status, h.ready) == ("ready", "green", True)
     # a replica more than the nodes can hold: yellow, still ready
