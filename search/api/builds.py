@@ -26,7 +26,7 @@ from search.core import names
 from search.core.errors import FlysiftError
 from search.core.models import IndexSummary
 from search.engines import Build, BuildRefused
-from search.retrieval.dense import build_dense
+from search.retrieval.vectors import build_any
 from search.text.passages import split_passages
 
 router = APIRouter(prefix="/v1", tags=["indexing"], dependencies=[Depends(require_admin)])
@@ -147,6 +147,5 @@ API_DENSE_MAX_PASSAGES = 50_000
 def create_dense(collection: str, search: Search, batch_size: int = 64) -> dict:
     """Embed the published build's passages and write its dense index (synchronously: small collections only).
     Returns the index's meta (model, dim, count, timings)."""
-    search.dense(collection)  # validates the name and the engine kind
-    return build_dense(search.settings.data_dir, collection, batch_size=batch_size,
-                       max_passages=API_DENSE_MAX_PASSAGES)
+    return build_any(search.settings.data_dir, collection, search.engine(collection), batch_size=batch_size,
+                     max_passages=API_DENSE_MAX_PASSAGES)

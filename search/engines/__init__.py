@@ -14,10 +14,10 @@ from pathlib import Path
 from search.core.config import Settings
 from search.core.errors import DEFAULT_COLLECTION
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, StorageError, publish_refusal, storage_error
-from search.engines.protocol import Build, Engine, TermEngine
+from search.engines.protocol import Build, Engine, TermEngine, VectorStore, VectorWriter
 
-__all__ = ["MIN_PUBLISH_SHARE", "Build", "BuildRefused", "Engine", "StorageError", "TermEngine", "open_engine",
-           "open_local", "publish_refusal", "storage_error"]
+__all__ = ["MIN_PUBLISH_SHARE", "Build", "BuildRefused", "Engine", "StorageError", "TermEngine", "VectorStore",
+           "VectorWriter", "open_engine", "open_local", "publish_refusal", "storage_error"]
 
 
 def open_engine(settings: Settings, *, collection: str = DEFAULT_COLLECTION) -> Engine:

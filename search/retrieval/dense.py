@@ -34,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from search.core.errors import FlysiftError, IndexMissing, LimitExceeded, index_missing
+from search.core.errors import DenseUnavailable, FlysiftError, IndexMissing, LimitExceeded, index_missing
 from search.core.names import check_collection
 from search.core.query import Filters
 from search.engines import Engine, open_local
@@ -56,13 +56,6 @@ FLAT_MAX = 100_000      # exact search up to here; HNSW above (a flat scan of 60
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 128
 HNSW_EF_SEARCH = 128
-
-
-class DenseUnavailable(FlysiftError):
-    """Dense or hybrid search was asked for but cannot run: the extra is missing or the index is not built."""
-
-    status = 409
-    code = "dense_unavailable"
 
 
 def how_to_build(collection: str) -> str:
@@ -385,9 +378,10 @@ def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size
     """Embed every passage of the collection's published build and write ``dense/`` beside it; returns meta.json.
 
     The passages come through the engine protocol (``Engine.scan_passages``) of ``engine``, by default the embedded
-    engine of ``data_dir``, whose builds the dense index lives beside. ``device`` and ``backend`` choose the encoder
-    (:func:`resolve_encoder`); ``announce(info)`` is told which one runs (backend, device, dtype, batch size) before
-    the first batch, and meta.json records it.
+    engine of ``data_dir``, whose builds the dense index lives beside (an engine with its own vector store, the
+    cluster, is built by ``search.retrieval.vectors.build_vectors``; ``build_any`` picks). ``device`` and
+    ``backend`` choose the encoder (:func:`resolve_encoder`); ``announce(info)`` is told which one runs (backend,
+    device, dtype, batch size) before the first batch, and meta.json records it.
 
     ``progress(done, total)`` is called after each batch. An interrupted run keeps its embeddings in
     ``dense.partial/`` every CHUNK passages and continues from there when called again for the same build, model and

@@ -28,9 +28,10 @@ from search.core.names import PATTERNS, check_collection
 from search.core.query import EngineQuery, Filters
 from search.engines import Engine, open_engine
 from search.retrieval.cursors import CursorSigner, load_secret
-from search.retrieval.dense import DenseIndex, DenseUnavailable
+from search.retrieval.dense import DenseIndex
 from search.retrieval.fusion import rrf
 from search.retrieval.planner import describe, explain, gene_in_title, plan
+from search.retrieval.vectors import EngineDenseIndex
 from search.text.passages import split_passages
 
 COLLECTION_NAME = PATTERNS["collection"]   # one home: search.core.names (use fullmatch)
@@ -45,7 +46,7 @@ class SearchService:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._engines: dict[str, Engine] = {}
-        self._dense: dict[str, DenseIndex] = {}
+        self._dense: dict[str, DenseIndex | EngineDenseIndex] = {}
         self._lock = threading.Lock()
         self._signer: CursorSigner | None = None
 
@@ -65,15 +66,15 @@ class SearchService:
                 self._engines[collection] = open_engine(self.settings, collection=collection)
             return self._engines[collection]
 
-    def dense(self, collection: str = "default") -> DenseIndex:
-        """The collection's dense index (loaded lazily; raises ``DenseUnavailable`` on search when not built)."""
-        self.engine(collection)  # validates the name
-        if self.settings.engine_kind != "embedded":
-            raise DenseUnavailable("Dense and hybrid search need the embedded engine: the dense index lives beside "
-                                   "its builds.", details={"engine": self.settings.engine_kind})
+    def dense(self, collection: str = "default") -> DenseIndex | EngineDenseIndex:
+        """The collection's dense index (loaded lazily; raises ``DenseUnavailable`` on search when not built): the
+        FAISS files beside an embedded build, or the engine's own vector store (the cluster's k-NN)."""
+        engine = self.engine(collection)  # validates the name
         with self._lock:
             if collection not in self._dense:
-                self._dense[collection] = DenseIndex(self.settings.data_dir, collection)
+                store = engine.vector_store()
+                self._dense[collection] = (EngineDenseIndex(store, self.settings.data_dir, collection)
+                                           if store is not None else DenseIndex(self.settings.data_dir, collection))
             return self._dense[collection]
 
     # ---- limits -----------------------------------------------------------------------------------------------

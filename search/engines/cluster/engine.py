@@ -50,6 +50,7 @@ from search.engines.cluster import snapshots
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.health import ClusterHealth, cluster_health
+from search.engines.cluster.knn import ClusterVectors
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
     PASSAGE_MAPPING,
@@ -239,6 +240,7 @@ class ClusterEngine:
         self.bm25 = settings.bm25(collection)
         #: (when read, whether the published papers index is one-field): ``_paper_fields``
         self._layout: tuple[float, bool] | None = None
+        self._vectors: ClusterVectors | None = None
 
     @property
     def replicas(self) -> int:
@@ -269,6 +271,10 @@ class ClusterEngine:
 
     def _index(self, kind: str, version: str) -> str:
         return f"{self.base}-{kind}-{version}"
+
+    def new_index(self, kind: str) -> str:
+        """The name of a new versioned index of ``kind`` (vectors: ``search.engines.cluster.knn``)."""
+        return self._index(kind, _version())
 
     def alias(self, kind: str) -> str:
         return f"{self.base}-{kind}"
@@ -529,6 +535,12 @@ class ClusterEngine:
         for h in self._export("passages", {"query": {"match_all": {}}}, "id", batch_size):
             p = Passage(**h["_source"])
             yield p, titles.get(p.pmcid, "")
+
+    def vector_store(self) -> ClusterVectors:
+        """Passage vectors in the cluster's k-NN indices (``search.engines.cluster.knn``), one store per engine."""
+        if self._vectors is None:
+            self._vectors = ClusterVectors(self)
+        return self._vectors
 
     def has_index(self) -> bool:
         return bool(self._alias_targets(self.alias("papers")))
