@@ -44,27 +44,33 @@ def build_any(data_dir: Path | str, collection: str, engine: Engine, **kw: Any) 
     return build_vectors(engine, store, collection, data_dir, **kw)
 
 
-def _papers(engine: Engine, skip: int) -> Iterator[list[tuple[tuple[str, str, str, int | None], str]]]:
-    """The published passages grouped by paper (the scan keeps a paper's passages together), after the first
-    ``skip`` passages (whole papers: checkpoints fall between papers)."""
-    group: list[tuple[tuple[str, str, str, int | None], str]] = []
+Row = tuple[str, str, str, int | None, list[str]]
+
+
+def _rows(engine: Engine) -> Iterator[tuple[Row, str]]:
+    """``((passage_id, pmcid, section_type, year, the paper's section types), text)`` for every published passage,
+    in the scan's order (the embedded build's order: the same windows and batches give the same vectors). A paper's
+    section types need all its passages: the scan keeps them together, and a paper read ahead is held back."""
+    group: list[tuple[list[Any], str]] = []
     seen: set[str] = set()
-    n = 0
+
+    def out() -> Iterator[tuple[Row, str]]:
+        sections = sorted({r[2] for r, _ in group})
+        for r, t in group:
+            yield (r[0], r[1], r[2], r[3], sections), t
+
     for row, text in _passages(engine):
-        pid, pmcid, section, year = row
-        if group and group[0][0][1] != pmcid:
-            if n > skip:
-                yield group
+        if group and group[0][0][1] != row[1]:
+            yield from out()
             group = []
         if not group:
-            if pmcid in seen:
-                raise FlysiftError(f"The passages of {pmcid} do not come together in the engine's scan; dense "
+            if row[1] in seen:
+                raise FlysiftError(f"The passages of {row[1]} do not come together in the engine's scan; dense "
                                    "vectors cannot carry their paper's sections.", code="dense_corrupt", status=500)
-            seen.add(pmcid)
-        group.append(((pid, pmcid, section, year), text))
-        n += 1
-    if group and n > skip:
-        yield group
+            seen.add(row[1])
+        group.append((row, text))
+    if group:
+        yield from out()
 
 
 def build_vectors(engine: Engine, store: VectorStore, collection: str, data_dir: Path | str, *,
@@ -96,37 +102,46 @@ def build_vectors(engine: Engine, store: VectorStore, collection: str, data_dir:
         announce({**encoder.describe(), "batch_size": size, "threads": _threads()})
     writer = store.writer({"model": name, "dim": encoder.dim, "backend": kind_backend, "dtype": dtype},
                           resume=resume)
-    resumed = done = writer.done
-    embedded = 0
+    resumed = writer.done
+    window = max(CHUNK, size)   # as build_dense: windows sorted by length into batches, one checkpoint each
+    windows: list[tuple[list[Row], list[int]]] = []   # per window: its rows and the passage order of its batches
 
-    def flush(window: list[list[tuple[tuple[str, str, str, int | None], str]]]) -> None:
-        nonlocal done, embedded
-        rows = [(*r, sorted({s for (_, _, s, _), _ in paper})) for paper in window for r, _ in paper]
-        texts = [t for paper in window for _, t in paper]
+    def cut(rows: list[Row], texts: list[str]) -> Iterator[list[str]]:
         order = sorted(range(len(texts)), key=lambda j: len(texts[j]))
-        batches = (([texts[j] for j in order[k:k + size]]) for k in range(0, len(order), size))
-        vectors = np.empty((len(texts), encoder.dim), dtype=np.float32)
-        filled = 0
-        for vecs in encoder.stream(batches):
-            vectors[order[filled:filled + len(vecs)]] = vecs
-            filled += len(vecs)
-            if progress:
-                progress(done + filled, total)
-        writer.write(rows, vectors)
-        done += len(texts)
-        embedded += len(texts)
-        writer.checkpoint(done)
+        windows.append((rows, order))
+        for k in range(0, len(order), size):
+            yield [texts[j] for j in order[k:k + size]]
 
-    window: list[list[tuple[tuple[str, str, str, int | None], str]]] = []
-    pending = 0
-    for paper in _papers(engine, resumed):
-        window.append(paper)
-        pending += len(paper)
-        if pending >= max(CHUNK, size):
-            flush(window)
-            window, pending = [], 0
-    if window:
-        flush(window)
+    def batches() -> Iterator[list[str]]:
+        rows: list[Row] = []
+        texts: list[str] = []
+        for i, (row, text) in enumerate(_rows(engine)):
+            if i < resumed:
+                continue
+            rows.append(row)
+            texts.append(text)
+            if len(texts) >= window:
+                yield from cut(rows, texts)
+                rows, texts = [], []
+        if texts:
+            yield from cut(rows, texts)
+
+    done, embedded, filled = resumed, 0, 0
+    out: Any = None
+    for vecs in encoder.stream(batches()):
+        if out is None:
+            out, filled = np.empty((len(windows[0][1]), encoder.dim), dtype=np.float32), 0
+        out[windows[0][1][filled:filled + len(vecs)]] = vecs
+        filled += len(vecs)
+        embedded += len(vecs)
+        if filled == len(out):   # a whole window: written, then checkpointed
+            rows, _ = windows.pop(0)
+            writer.write(rows, out)
+            done += len(rows)
+            writer.checkpoint(done)
+            out = None
+        if progress:
+            progress(resumed + embedded, total)
     embed_s, embed_cpu = time.perf_counter() - t1, time.process_time() - cpu1
     if done != total:
         raise FlysiftError(f"dense vectors of {collection!r}: {done} passages written for {total} published; "
