@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
 from search.core.query import Filters
+from search.core.supplements import SupplementList, SupplementRead
 from search.flyaoc.validation import ValidationReport
 from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
 
@@ -138,6 +139,7 @@ class _Request:
     params: dict[str, Any] | None = None
     json: Any = None
     timeout: float | None = None  # None: the client's default
+    text: bool = False  # the answer is text (CSV), not JSON
 
 
 def _model(cls: type[BaseModel]) -> Callable[[Any], Any]:
@@ -235,6 +237,29 @@ class _Endpoints:
         return self._send(_Request("GET", f"/v1/papers/{pmcid}", _model(PaperText),
                                    params=_params(sections=list(sections) if sections is not None else None,
                                                   max_chars=max_chars, cursor=cursor, collection=collection)))
+
+    # ---- supplementary files ----------------------------------------------------------------------------------
+    def list_supplements(self, pmcid: str, collection: str = "default") -> SupplementList:
+        """A paper's supplementary files with their sheets or pages and extraction status (free in a session)."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements", _model(SupplementList),
+                                   params={"collection": collection}))
+
+    def read_supplement(self, pmcid: str, file: int | str, part: int | str | None = None, start: int | None = None,
+                        limit: int | None = None, max_chars: int | None = None,
+                        collection: str = "default") -> SupplementRead:
+        """A page of one sheet, table, text or PDF of a file (by number or name): rows with the table's header, so
+        tables can be joined; ``next_start`` continues. In a session this reads the paper (budget)."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}", _model(SupplementRead),
+                                   params=_params(part=None if part is None else str(part), start=start, limit=limit,
+                                                  max_chars=max_chars, collection=collection)))
+
+    def read_supplement_csv(self, pmcid: str, file: int | str, part: int | str | None = None,
+                            start: int | None = None, limit: int | None = None,
+                            collection: str = "default") -> str:
+        """The same page as CSV text (header first; cells that would run as formulas neutralised)."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}",
+                                   params=_params(part=None if part is None else str(part), start=start, limit=limit,
+                                                  format="csv", collection=collection), text=True))
 
     # ---- collection builds ------------------------------------------------------------------------------------
     def create_build(self, collection: str) -> dict[str, Any]:
@@ -403,6 +428,8 @@ def _result(req: _Request, resp: httpx.Response) -> Any:
         raise error_from_response(resp)
     if not resp.content:
         return req.parse(None)
+    if req.text:
+        return req.parse(resp.text)
     try:
         body = resp.json()
     except json.JSONDecodeError:

@@ -51,6 +51,9 @@ class PaperIn(Paper):
     model_config = ConfigDict(extra="forbid")
 
     sections: list[SectionIn] = Field(default_factory=list)  # type: ignore[assignment]  # stricter on purpose
+    #: supplementary files come from indexing article packages (``flysift index corpus``), never from a request
+    supplements: list[Any] = Field(default_factory=list, max_length=0,
+                                   description="Not accepted here: index JATS packages to add supplementary files")
 
 
 class BuildPapers(BaseModel):

@@ -76,7 +76,8 @@ def test_agent_run_over_stdio(api):
     async def run():
         async with MCPClient(params, read_timeout_seconds=60) as c:
             assert "Dl" in (c.instructions or "")
-            assert {t.name for t in (await c.list_tools()).tools} == TOOLS
+            # a distinct-budget session also gets the supplement tools (flyaoc sessions keep FlyAOC's set)
+            assert {t.name for t in (await c.list_tools()).tools} == TOOLS | {"list_supplements", "read_supplement"}
             out = {"hits": await _call(c, "search_corpus", query="Su(H)", limit=5)}
             out["budget0"] = await _call(c, "get_budget")
             out["read1"] = await _call(c, "get_paper_text", pmcid="PMC100001", sections=["abstract", "RESULTS", "foo"])

@@ -72,7 +72,8 @@ def embedded_dense(tmp_path_factory):
 
 QUERIES = ["Delta Notch signalling at the wing margin", "morphogen gradient in the embryo", "wing disc growth",
            "transcription factor binding sites"]
-FILTERS = [None, Filters(year_from=2005), Filters(section_types=["RESULTS"]), Filters(pmcids=["PMC100002", "PMC100004"])]
+FILTERS = [None, Filters(year_from=2005), Filters(section_types=["RESULTS"]),
+           Filters(pmcids=["PMC100002", "PMC100004"])]
 
 
 @needs_dense
