@@ -85,12 +85,12 @@ def knn_against_exact(settings: Settings, directory: Path, repeats: int = 1) -> 
         for qid in coll.judged_queries:
             vec = [float(x) for x in dense._query_vector(coll.queries[qid])]
             t = time.perf_counter()
-            exact = http.post(f"{url}/{index}/_search", json={"size": 10, "_source": ["id"], "query": {
+            exact = http.post(f"{url}/{index}/_search", json={"size": 10, "docvalue_fields": ["id"], "query": {
                 "script_score": {"query": {"match_all": {}}, "script": {
                     "source": "knn_score", "lang": "knn",
                     "params": {"field": "vector", "query_value": vec, "space_type": "cosinesimil"}}}}}).json()
             ms_exact.append((time.perf_counter() - t) * 1000)
-            truth = {h["_source"]["id"] for h in exact["hits"]["hits"]}
+            truth = {h["fields"]["id"][0] for h in exact["hits"]["hits"]}
             t = time.perf_counter()
             top10 = {pid for pid, _, _ in store.search(vec, 10)}
             ms10.append((time.perf_counter() - t) * 1000)
@@ -100,7 +100,10 @@ def knn_against_exact(settings: Settings, directory: Path, repeats: int = 1) -> 
             if truth:
                 rec10.append(len(top10 & truth) / len(truth))
                 rec100.append(len(top100 & truth) / len(truth))
-    return {"queries": len(rec10), "vectors": store.meta().get("count"),
+        stats = http.get(f"{url}/{index}/_stats/store,docs").json()["indices"][index]["primaries"]
+    vectors = store.meta().get("count") or 0
+    return {"queries": len(rec10), "vectors": vectors, "index_bytes": stats["store"]["size_in_bytes"],
+            "bytes_per_vector": round(stats["store"]["size_in_bytes"] / max(1, vectors)),
             "recall@10_k10": round(sum(rec10) / len(rec10), 4), "recall@10_k100": round(sum(rec100) / len(rec100), 4),
             "latency_knn_k10": latency_summary(ms10), "latency_knn_k100": latency_summary(ms100),
             "latency_exact": latency_summary(ms_exact)}

@@ -41,7 +41,9 @@ META_TTL_S = 10.0
 
 def vector_mapping(dim: int, meta: dict[str, Any]) -> dict[str, Any]:
     keyword = {"type": "keyword"}
-    return {"dynamic": "strict", "_meta": meta, "properties": {
+    # no _source: the vector lives in Lucene's vector files and the graph; as JSON it would take ~7 KB more a passage,
+    # and the ids come back from doc values
+    return {"dynamic": "strict", "_meta": meta, "_source": {"enabled": False}, "properties": {
         "id": keyword, "pmcid": keyword, "section_type": keyword, "paper_sections": keyword,
         "year": {"type": "integer"},
         "vector": {"type": "knn_vector", "dimension": dim, "method": {
@@ -150,14 +152,14 @@ class ClusterVectors:
         flt = knn_filter(filters, paper_level)
         if flt is not None:
             knn["filter"] = flt
-        body = {"size": k, "_source": ["id", "pmcid"], "query": {"knn": {"vector": knn}}}
+        body = {"size": k, "_source": False, "docvalue_fields": ["id", "pmcid"], "query": {"knn": {"vector": knn}}}
         try:
             res = self.e._request("POST", f"/{index}/_search", body, what="k-NN search")
         except ClusterRequestError as e:
             if "knn" in e.message and e.error_type in ("parsing_exception", "x_content_parse_exception"):
                 self.check_plugin()
             raise
-        return [(h["_source"]["id"], h["_source"]["pmcid"], 2.0 * float(h["_score"] or 0.0) - 1.0)
+        return [(h["fields"]["id"][0], h["fields"]["pmcid"][0], 2.0 * float(h["_score"] or 0.0) - 1.0)
                 for h in res["hits"]["hits"]]
 
 
