@@ -81,8 +81,8 @@ from search.text.snippets import Highlighter, paper_snippets
 from search.text.term_search import engine_score, term_hit
 
 EXPORT_BATCH = 1000
-#: ``_bulk`` requests in flight per data node when FLYSIFT_CLUSTER_BULK_CONCURRENCY is not set (and never fewer than
-#: ``MIN_BULK_CONCURRENCY``): each node then has one request to index while the next one travels
+#: ``_bulk`` requests in flight per data node holding a written primary when FLYSIFT_CLUSTER_BULK_CONCURRENCY is not set
+#: (and never fewer than ``MIN_BULK_CONCURRENCY``): each node then has one request to index while the next one travels
 BULK_PER_DATA_NODE = 2
 MIN_BULK_CONCURRENCY = 2
 
@@ -229,7 +229,7 @@ class ClusterEngine:
     name = "cluster"
 
     def __init__(self, settings: Settings, collection: str = "default", *, chunk_bytes: int = 5_000_000,
-                 max_retries: int = 6, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
+                 max_retries: int = 10, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
         self.t = Transport(settings)
         self.collection = collection
         self.prefix = settings.cluster_index_prefix
@@ -413,9 +413,13 @@ class ClusterEngine:
         return functools.partial(_prepare, repeats=self.bm25.repeats())   # picklable: a module function and a dict
 
     def bulk_concurrency(self) -> int:
-        """``_bulk`` requests a build keeps in flight: the setting, else ``BULK_PER_DATA_NODE`` per data node."""
+        """``_bulk`` requests a build keeps in flight: the setting, else ``BULK_PER_DATA_NODE`` per data node that
+        holds a primary being written (a build writes the papers and passages indices, ``shards`` primaries each:
+        more requests than those nodes index at once only queue up in their memory, and a node answers 429 beyond
+        its indexing pressure limit, 10 % of its heap)."""
         if self._bulk_concurrency is None:
-            self._bulk_concurrency = min(max(MIN_BULK_CONCURRENCY, BULK_PER_DATA_NODE * self._data_nodes()),
+            nodes = min(self._data_nodes(), 2 * self.shards)
+            self._bulk_concurrency = min(max(MIN_BULK_CONCURRENCY, BULK_PER_DATA_NODE * nodes),
                                          POOL_SIZE)
         return self._bulk_concurrency
 
