@@ -100,22 +100,24 @@ class Cluster:
                 out.append(Node(name, url, int(pid), home))
         return out
 
-    def call(self, path: str, avoid: str | None = None) -> Any:
+    def call(self, path: str, avoid: str | None = None, timeout: float = 5) -> Any:
         """GET from the first node that answers (not ``avoid``)."""
         last: Exception | None = None
         for n in self.nodes():
             if n.name == avoid:
                 continue
             try:
-                r = httpx.get(n.url + path, timeout=5)
+                r = httpx.get(n.url + path, timeout=timeout)
                 r.raise_for_status()
                 return r.json()
             except httpx.HTTPError as e:
                 last = e
         raise RuntimeError(f"no node answered {path}: {last}")
 
-    def master(self, avoid: str | None = None) -> str:
-        return self.call("/_cat/cluster_manager?format=json", avoid)[0]["node"]
+    def master(self, avoid: str | None = None, local: bool = False) -> str:
+        """The elected master's name ("" when none); ``local``: as the answering node sees it, at once."""
+        got = self.call("/_cat/cluster_manager?format=json" + "&local=true" * local, avoid, 2 if local else 5)
+        return (got[0].get("node") or "") if got else ""
 
     def primary_of(self, index: str) -> str:
         return next(s["node"] for s in self.call(f"/_cat/shards/{index}?format=json") if s["prirep"] == "p")
@@ -152,13 +154,14 @@ class HealthWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            try:
-                health = self.cluster.call("/_cluster/health", self.avoid)
+            t = time.monotonic() - self.t0
+            try:   # each node's own view (local): answered at once, also while no master is elected
+                health = self.cluster.call("/_cluster/health?local=true", self.avoid, timeout=2)
                 status, nodes = health["status"], health["number_of_nodes"]
-                master = self.cluster.master(self.avoid)
+                master = self.cluster.master(self.avoid, local=True)
             except Exception:
                 status, master, nodes = "unreachable", "", 0
-            self.samples.append((time.monotonic() - self.t0, status, master, nodes))
+            self.samples.append((t, status, master, nodes))
             self.stop.wait(0.5)
 
     def first(self, after: float, pred) -> float | None:
