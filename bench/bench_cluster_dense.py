@@ -100,13 +100,23 @@ def knn_against_exact(settings: Settings, directory: Path, repeats: int = 1) -> 
             if truth:
                 rec10.append(len(top10 & truth) / len(truth))
                 rec100.append(len(top100 & truth) / len(truth))
-        stats = http.get(f"{url}/{index}/_stats/store,docs").json()["indices"][index]["primaries"]
+        size = primary_bytes(http, url, index)
+        # merging drops the copy of each document's source kept for recovery (_recovery_source: the vector as
+        # JSON), which merges made in time do too
+        http.post(f"{url}/{index}/_forcemerge", params={"max_num_segments": "1"}, timeout=600)
+        merged = primary_bytes(http, url, index)
     vectors = store.meta().get("count") or 0
-    return {"queries": len(rec10), "vectors": vectors, "index_bytes": stats["store"]["size_in_bytes"],
-            "bytes_per_vector": round(stats["store"]["size_in_bytes"] / max(1, vectors)),
+    return {"queries": len(rec10), "vectors": vectors, "index_bytes": size,
+            "bytes_per_vector": round(size / max(1, vectors)),
+            "bytes_per_vector_merged": round(merged / max(1, vectors)),
             "recall@10_k10": round(sum(rec10) / len(rec10), 4), "recall@10_k100": round(sum(rec100) / len(rec100), 4),
             "latency_knn_k10": latency_summary(ms10), "latency_knn_k100": latency_summary(ms100),
             "latency_exact": latency_summary(ms_exact)}
+
+
+def primary_bytes(http: httpx.Client, url: str, index: str) -> int:
+    http.post(f"{url}/{index}/_refresh")
+    return int(http.get(f"{url}/{index}/_stats/store").json()["indices"][index]["primaries"]["store"]["size_in_bytes"])
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ fails with 503 + Retry-After.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import secrets
 import threading
@@ -115,7 +116,7 @@ class ClusterStore:
         """``call()``, retried with backoff while it fails transiently (``transient``), until ``deadline`` (default
         ``PATIENCE_S`` from now); for requests that may be repeated (reads, creates that check what exists)."""
         deadline = deadline or time.monotonic() + self.patience_s
-        for attempt in range(1_000_000):
+        for attempt in itertools.count():
             try:
                 return call()
             except FlysiftError as e:
@@ -207,7 +208,7 @@ class ClusterStore:
         tries: dict[str, T] = {}
         deadline = time.monotonic() + self.patience_s
         conflicts = 0
-        for attempt in range(1_000_000):
+        for attempt in itertools.count():
             got = self._get(kind, doc_id, deadline)
             if got is None:
                 raise missing

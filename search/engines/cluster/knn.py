@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from search.core.errors import DenseUnavailable, index_missing
+from search.core.errors import DenseUnavailable
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.snapshots import RESTORED
 from search.engines.cluster.transport import ClusterRequestError
@@ -105,10 +105,8 @@ class ClusterVectors:
                                    details={"nodes_without_plugin": lacking[:20]})
 
     def _live_build(self) -> str:
-        try:
-            return self.e._live_index("papers").rsplit("-papers-", 1)[1]
-        except ClusterRequestError as e:
-            raise index_missing(self.e.collection, e.message) from None
+        """The published papers build (``IndexMissing`` before the first publish)."""
+        return str(self.e._live_index("papers").rsplit("-papers-", 1)[1])
 
     # ---- writing ------------------------------------------------------------------------------------------------
     def writer(self, meta: dict[str, Any], *, resume: bool = True) -> VectorsWriter:
