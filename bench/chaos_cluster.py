@@ -117,7 +117,8 @@ class Cluster:
     def master(self, avoid: str | None = None, local: bool = False) -> str:
         """The elected master's name ("" when none); ``local``: as the answering node sees it, at once."""
         got = self.call("/_cat/cluster_manager?format=json" + "&local=true" * local, avoid, 2 if local else 5)
-        return (got[0].get("node") or "") if got else ""
+        name = (got[0].get("node") or "") if got else ""
+        return "" if name == "-" else name   # "-": the node knows of no elected master
 
     def primary_of(self, index: str) -> str:
         return next(s["node"] for s in self.call(f"/_cat/shards/{index}?format=json") if s["prirep"] == "p")
