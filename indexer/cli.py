@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from indexer.concepts import concepts
 from indexer.dense_cli import dense
 from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, MAX_DEFAULT_WORKERS, POOL_MIN_BYTES, index_corpus, summary_line
@@ -20,6 +21,7 @@ def index() -> None:
 
 index.add_command(ontology)
 index.add_command(dense)
+index.add_command(concepts)
 
 
 @index.command("corpus")

@@ -20,7 +20,15 @@ from typing import Any, Literal, TypeVar, cast
 import httpx
 from pydantic import BaseModel
 
-from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
+from search.core.models import (
+    CollectionInfo,
+    IndexStats,
+    IndexSummary,
+    Paper,
+    PaperSearchResults,
+    PaperText,
+    PassageSearchResults,
+)
 from search.core.query import Filters
 from search.core.supplements import SupplementList, SupplementRead
 from search.flyaoc.validation import ValidationReport
@@ -80,6 +88,7 @@ class Unavailable(ClientError):
 
 ERRORS_BY_CODE: dict[str, type[ClientError]] = {
     "invalid_request": InvalidRequestError, "limit_exceeded": InvalidRequestError, "bad_request": InvalidRequestError,
+    "query_syntax": InvalidRequestError, "rebuild_needed": ConflictError, "concepts_missing": ConflictError,
     "unauthorized": AuthError, "forbidden": AuthError,
     "not_found": NotFoundError, "term_hidden": NotFoundError, "session_closed": ConflictError,
     "budget_exhausted": BudgetExhausted,
@@ -114,8 +123,9 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 def _transport_error(base_url: str, exc: httpx.TransportError) -> Unavailable:
     code = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
-    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); "
-                             "check that the service runs and the URL is right, then retry.", status=None)
+    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); start "
+                             "the service (`flysift serve --data-dir DATA --port PORT`) or point --url / FLYSIFT_URL "
+                             "at a running one, then retry.", status=None)
 
 
 _T = TypeVar("_T")
@@ -176,6 +186,13 @@ def _terms_models():
     return terms
 
 
+def _api_models():
+    """The API's own response models; imported when first needed."""
+    from search.api import models
+
+    return models
+
+
 class _Endpoints:
     """Every endpoint, once. ``_send`` (sync or async) performs the request."""
 
@@ -201,9 +218,12 @@ class _Endpoints:
 
     # ---- papers and passages ----------------------------------------------------------------------------------
     @staticmethod
-    def _search_body(query: str, limit: int, offset: int, filters: Filters | dict | None, snippets: bool | None,
-                     collection: str, gene: str | None, mode: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"query": query, "limit": limit, "offset": offset, "collection": collection}
+    def _search_body(query: str, limit: int | None, offset: int, filters: Filters | dict | None,
+                     snippets: bool | None, collection: str, gene: str | None, mode: str | None = None,
+                     **extra: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "offset": offset, "collection": collection}
+        if limit is not None:
+            body["limit"] = limit
         if mode is not None:
             body["mode"] = mode
         if filters is not None:
@@ -212,24 +232,58 @@ class _Endpoints:
             body["snippets"] = snippets
         if gene is not None:
             body["gene"] = gene
+        body.update({k: _dump(v) for k, v in extra.items() if v is not None})
         return body
 
     def search_papers(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
                       snippets: bool | None = None, collection: str = "default", gene: str | None = None,
-                      mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PaperSearchResults:
+                      mode: Literal["bm25", "dense", "hybrid"] | None = None,
+                      syntax: Literal["query", "plain"] | None = None, highlight: bool | dict | None = None,
+                      facets: Iterable[str] | None = None, explain: bool | None = None) -> PaperSearchResults:
         """Papers, best first (BM25 by default; gene symbols are case-sensitive; ``mode`` dense or hybrid needs the
-        collection's dense index). Searching never spends budget."""
+        collection's dense index). Searching never spends budget. ``syntax``: ``query`` (the query language; the
+        service's default outside a session) or ``plain``; ``highlight``: ``True`` or its settings (``pre_tag``,
+        ``post_tag``, ``fragment_size``, ``number_of_fragments``, ``encoder``); ``facets``: ``year``, ``section``."""
         return self._send(_Request("POST", "/v1/papers/search", _model(PaperSearchResults),
                                    json=self._search_body(query, limit, offset, filters, snippets, collection, gene,
-                                                          mode)))
+                                                          mode, syntax=syntax, highlight=highlight,
+                                                          facets=list(facets) if facets else None,
+                                                          explain=explain)))
 
     def search_passages(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
                         snippets: bool | None = None, collection: str = "default", gene: str | None = None,
-                        mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PassageSearchResults:
-        """Evidence passages (paragraphs with stable ids and character offsets), best first."""
+                        mode: Literal["bm25", "dense", "hybrid"] | None = None,
+                        syntax: Literal["query", "plain"] | None = None, highlight: bool | dict | None = None,
+                        facets: Iterable[str] | None = None, titles: bool | None = None,
+                        explain: bool | None = None) -> PassageSearchResults:
+        """Evidence passages (paragraphs with stable ids and character offsets), best first (``titles``: with their
+        papers' titles; the other options as ``search_papers``)."""
         return self._send(_Request("POST", "/v1/passages/search", _model(PassageSearchResults),
                                    json=self._search_body(query, limit, offset, filters, snippets, collection, gene,
-                                                          mode)))
+                                                          mode, syntax=syntax, highlight=highlight,
+                                                          facets=list(facets) if facets else None, titles=titles,
+                                                          explain=explain)))
+
+    def similar_papers(self, pmcid: str, limit: int = 10, offset: int = 0, collection: str = "default",
+                       snippets: bool = False, highlight: bool = False) -> PaperSearchResults:
+        """Papers like ``pmcid`` (more-like-this); ``query.terms`` holds the words it was found by."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/similar", _model(PaperSearchResults),
+                                   params=_params(limit=limit, offset=offset, collection=collection,
+                                                  snippets=snippets, highlight=highlight)))
+
+    def collections(self) -> list[CollectionInfo]:
+        """The collections with a published build (papers, passages, build, engine, ontologies)."""
+        return self._send(_Request("GET", "/v1/collections",
+                                   lambda body: [CollectionInfo.model_validate(c) for c in body["collections"]]))
+
+    @staticmethod
+    def _export_request(kind: Literal["papers", "passages"], query: str, format: str, max_hits: int | None,
+                        filters: Filters | dict | None, collection: str, gene: str | None,
+                        syntax: Literal["query", "plain"] | None, trec_qid: str | None,
+                        run_tag: str | None) -> tuple[str, dict[str, Any]]:
+        body = _Endpoints._search_body(query, None, 0, filters, None, collection, gene, None, syntax=syntax,
+                                       format=format, max_hits=max_hits, trec_qid=trec_qid, run_tag=run_tag)
+        return f"/v1/{kind}/search", body
 
     def get_paper(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
                   cursor: str | None = None, collection: str = "default") -> PaperText:
@@ -395,6 +449,24 @@ class _Endpoints:
                                    params=_params(limit=limit, cursor=cursor, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
 
+    def recognise_terms(self, texts: Iterable[str], ontologies: Iterable[str] | None = None,
+                        task: Literal["go", "expression"] | None = None,
+                        molecular_function: Literal["activity", "all"] | None = None,
+                        hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
+        """Ontology terms in the texts of one document (``search.api.models.RecogniseResponse``: per text, its
+        mentions with term id, ontology, span, matched text, what matched and the sentence). ``task`` (``go`` or
+        ``expression``) or the order of ``ontologies`` decides between same-named terms."""
+        body: dict[str, Any] = {"texts": list(texts)}
+        if ontologies is not None:
+            body["ontologies"] = list(ontologies)
+        if task is not None:
+            body["task"] = task
+        if molecular_function is not None:
+            body["molecular_function"] = molecular_function
+        return self._send(_Request("POST", "/v1/terms/recognise",
+                                   lambda b: _api_models().RecogniseResponse.model_validate(b), json=body,
+                                   params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
+
     def flyaoc_search_terms(self, ontology: Literal["go", "fbbt", "fbdv"], query: str, aspect: str | None = None,
                             limit: int = 10, hidden: str | Iterable[str] | None = None,
                             hidden_descendants: bool | None = None) -> list[dict[str, Any]]:
@@ -475,6 +547,24 @@ class Client(_Endpoints):
         sections = list(sections) if sections is not None else None
         return _follow(lambda cursor: self.get_paper(pmcid, sections, max_chars, cursor, collection))
 
+    def iter_export(self, kind: Literal["papers", "passages"], query: str, format: str, *,
+                    max_hits: int | None = None, filters: Filters | dict | None = None, collection: str = "default",
+                    gene: str | None = None, syntax: Literal["query", "plain"] | None = None,
+                    trec_qid: str | None = None, run_tag: str | None = None) -> Iterator[bytes]:
+        """A search's hits as a file (``csv``, ``tsv``, ``ris``, ``bibtex``, ``jsonl``, ``trec``), in chunks as the
+        service streams them; errors before the first byte raise as any call does."""
+        path, body = self._export_request(kind, query, format, max_hits, filters, collection, gene, syntax,
+                                          trec_qid, run_tag)
+        headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
+        try:
+            with self._http.stream("POST", path, json=body, headers=headers) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise error_from_response(resp)
+                yield from resp.iter_bytes()
+        except httpx.TransportError as exc:
+            raise _transport_error(self.base_url, exc) from exc
+
     def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
                          hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
                          ) -> Iterator[Any]:
@@ -523,6 +613,25 @@ class AsyncClient(_Endpoints):
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    async def iter_export(self, kind: Literal["papers", "passages"], query: str, format: str, *,
+                          max_hits: int | None = None, filters: Filters | dict | None = None,
+                          collection: str = "default", gene: str | None = None,
+                          syntax: Literal["query", "plain"] | None = None, trec_qid: str | None = None,
+                          run_tag: str | None = None) -> AsyncIterator[bytes]:
+        """As ``Client.iter_export``."""
+        path, body = self._export_request(kind, query, format, max_hits, filters, collection, gene, syntax,
+                                          trec_qid, run_tag)
+        headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
+        try:
+            async with self._http.stream("POST", path, json=body, headers=headers) as resp:
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise error_from_response(resp)
+                async for chunk in resp.aiter_bytes():
+                    yield chunk
+        except httpx.TransportError as exc:
+            raise _transport_error(self.base_url, exc) from exc
 
     async def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
                                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None

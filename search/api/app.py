@@ -12,7 +12,7 @@ from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from search import __version__
+from search import __version__, web
 from search.api import builds, docs, openapi, papers, sessions, supplements, terms
 from search.api.deps import principal
 from search.api.fast import FastPath
@@ -128,4 +128,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     openapi.install(app, settings)  # the served document declares the real errors, auth and bounds
     docs.install(app)  # /docs and /redoc with their assets served here: no CDN, works offline
+    web.install(app)  # the workbench pages under / (search.web), signed in by cookie, outside the OpenAPI document
     return app

@@ -9,11 +9,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from search.core.models import Paper, Section
-from search.core.names import COLLECTION_PATTERN
+from search.core.models import CollectionInfo, Paper, Section
+from search.core.names import COLLECTION_PATTERN, ONTOLOGY_PATTERN
 from search.core.query import Filters
 from search.flyaoc.validation import ValidationReport
+from search.retrieval.exports import TREC_NAME
 from search.sessions.models import MAX_GENE_REF_CHARS, MAX_NAME_CHARS, Session, Submission, TraceEvent
+from search.text.highlight import HighlightSpec
 
 #: papers one build request may carry (the body is also bounded in bytes: ``FLYSIFT_MAX_BODY_BYTES``)
 MAX_BUILD_PAPERS = 10_000
@@ -39,6 +41,35 @@ class SearchRequest(BaseModel):
     explain: bool = Field(False, description="Add query.explain: how the planner read each token (symbol or word "
                                              "view, or dropped as a stop word, and why), the gene-name expansions and "
                                              "the BM25 parameters (k1, b, field weights)")
+    syntax: Literal["query", "plain"] | None = Field(
+        None, description='query: the query language (+must -not AND OR NOT (…) "phrases" title: abstract: gene: '
+                          "year:2005..2010 section:results pmcid:; a syntax error is 422 query_syntax with its "
+                          "position); plain: words and phrases only, every other character as text. Default: plain "
+                          "within a session (agents), query otherwise (docs/search.md)")
+    highlight: bool | HighlightSpec | None = Field(
+        None, description="Fragments with the matched words tagged, per field (hit.highlight): true for the defaults "
+                          "(<em>…</em>, 150 characters, 3 fragments) or the settings")
+    facets: list[Literal["year", "section"]] | None = Field(
+        None, max_length=2, description="Count all matching documents by year and/or section (answer.facets)")
+    format: Literal["csv", "tsv", "ris", "bibtex", "jsonl", "trec"] | None = Field(
+        None, description="Export instead of a page of JSON: every hit (up to max_hits, or limit when given), "
+                          "streamed; also asked for by Accept (text/csv, text/tab-separated-values, "
+                          "application/x-research-info-systems, application/x-bibtex, application/x-ndjson)")
+    max_hits: int | None = Field(None, ge=1, description="The most hits an export streams (default and most: "
+                                                         "FLYSIFT_MAX_EXPORT_HITS)")
+    trec_qid: str = Field("1", pattern=f"^{TREC_NAME.pattern}$", description="Topic id of a TREC run export")
+    run_tag: str = Field("flysift", pattern=f"^{TREC_NAME.pattern}$", description="Run tag of a TREC run export")
+    titles: bool = Field(False, description="Passage search: each hit carries its paper's title")
+
+    def highlight_spec(self) -> HighlightSpec | None:
+        if isinstance(self.highlight, HighlightSpec):
+            return self.highlight
+        return HighlightSpec() if self.highlight else None
+
+
+class CollectionList(BaseModel):
+    engine: str
+    collections: list[CollectionInfo]
 
 
 class SectionIn(Section):
@@ -96,6 +127,57 @@ class SubmissionResponse(ValidationReport):
 class SubmissionList(BaseModel):
     session_id: str
     submissions: list[Submission]
+
+
+# ---- term recognition ---------------------------------------------------------------------------------------------
+
+#: bounds of one recognition request: texts, characters per text and in all (the body limit is larger)
+MAX_RECOGNISE_TEXTS = 2000
+MAX_RECOGNISE_TEXT_CHARS = 200_000
+MAX_RECOGNISE_CHARS = 2_000_000
+MAX_RECOGNISE_ONTOLOGIES = 8
+
+
+class RecogniseRequest(BaseModel):
+    """Texts of one document (its paragraphs: abbreviations one of them defines count in all) and which terms to
+    recognise in them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    texts: list[Annotated[str, StringConstraints(max_length=MAX_RECOGNISE_TEXT_CHARS)]] = Field(
+        max_length=MAX_RECOGNISE_TEXTS, description=f"The document's texts (at most {MAX_RECOGNISE_TEXTS}, "
+                                                    f"{MAX_RECOGNISE_CHARS:,} characters in all)")
+    ontologies: list[Annotated[str, StringConstraints(pattern=f"^(?:{ONTOLOGY_PATTERN})$")]] | None = Field(
+        None, max_length=MAX_RECOGNISE_ONTOLOGIES, description="Ontologies to recognise, in the order that decides "
+        "between same-named terms (default: every indexed one)")
+    task: Literal["go", "expression"] | None = Field(
+        None, description="Instead of ontologies, the order a curation task needs: go (GO, FBbt, FBdv) or "
+                          "expression (FBbt, FBdv, GO): a label a GO and an FBbt term share is the GO term for the GO "
+                          "task and the FBbt term for expression; mentions of every indexed ontology are reported")
+    molecular_function: Literal["activity", "all"] = Field(
+        "activity", description="activity: a GO molecular function only where its sentence states an activity "
+                                "(\"has kinase activity\", \"binds DNA\", \"DNA binding\"); all: every match")
+
+
+class RecognisedMention(BaseModel):
+    term_id: str
+    ontology: str
+    name: str
+    aspect: str | None = None
+    depth: int = 0
+    start: int = Field(description="Offset of the mention in its text")
+    end: int
+    text: str = Field(description="The text matched")
+    via: Literal["name", "synonym", "abbreviation"] = Field(
+        description="What matched: the term's name, one of its synonyms, or an abbreviation the document defines")
+    inflected: bool = Field(False, description="A word matched through its word form (nuclear → nucleus)")
+    sentence_start: int = Field(description="Where the mention's sentence starts in its text")
+    sentence_end: int
+
+
+class RecogniseResponse(BaseModel):
+    ontologies: list[str] = Field(description="The ontologies recognised, in their order")
+    mentions: list[list[RecognisedMention]] = Field(description="Per text, its mentions in text order")
 
 
 # ---- errors -----------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The ``flysift`` command line.
 
-The root group holds the read-side commands (``serve``, ``search``, ``passages``, ``stats``). Commands of the other
+The root group holds the read-side commands (``serve``, ``stats``; ``search``, ``passages``, ``paper``, ``similar``,
+``collections`` from ``search.cli.reading``). Commands of the other
 packages (``index`` and ``demo`` from the indexer, ``eval``…) register through the ``flysift.commands`` entry points
 declared in pyproject.toml, so ``search`` never imports them.
 """
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import click
 
-from search.cli.options import data_dir_option, echo_json, print_table, settings_for
+from search.cli.options import data_dir_option, settings_for
+from search.cli.reading import collections, paper, passages, search, similar
 from search.core.errors import FlysiftError
 
 
@@ -50,7 +52,16 @@ class _Group(click.Group):
             if isinstance(valid, list) and valid and "valid:" not in message:
                 message += f" (valid: {', '.join(str(v) for v in valid[:20])})"  # as REST's details.valid
             click.secho(f"error [{code}]: {message}", fg="red", err=True)
+            if code == "query_syntax" and isinstance(exc, FlysiftError):
+                click.echo(caret(exc.details), err=True)
             sys.exit(2)
+
+
+def caret(details: dict) -> str:
+    """The excerpt of a query syntax error with a caret under the position it names."""
+    excerpt, position = str(details.get("excerpt", "")), int(details.get("position", 0))
+    column = position if not excerpt.startswith("…") else excerpt.index("…") + 1 + min(position, 30)
+    return f"  {excerpt}\n  {' ' * column}^"
 
 
 def validation_line(exc: Exception) -> str:
@@ -110,7 +121,8 @@ def serve_banner(settings, host: str, port: int, workers: int, access_log: bool)
     return "\n".join([
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
         f"  engine: {settings.engine_kind}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
-        f"  docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
+        f"  workbench: {url}/ (search, papers, terms, sessions{', runs' if settings.runs_dir else ''}); "
+        f"docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
         f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
     ])
 
@@ -123,60 +135,8 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@main.command()
-@click.argument("query")
-@data_dir_option
-@click.option("--limit", "-n", type=int, default=10, show_default=True)
-@click.option("--offset", type=int, default=0)
-@click.option("--collection", default="default", show_default=True)
-@click.option("--year-from", type=int)
-@click.option("--year-to", type=int)
-@click.option("--section", "sections", multiple=True, help="Only papers with this section type (repeatable)")
-@click.option("--source", type=click.Choice(["paper", "supplement"]),
-              help="Match the articles' text only, or their supplementary files only [default: both]")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the REST response body (POST /v1/papers/search with snippets)")
-def search(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
-           year_to: int | None, sections: tuple[str, ...], source: str | None, as_json: bool) -> None:
-    """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl); a match in a supplementary file says where
-    (file, sheet, rows)."""
-    from search.cli.supplements import where
-    from search.core.query import Filters
-    from search.retrieval.service import SearchService
-
-    svc = SearchService(settings_for(data_dir))
-    filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None,
-                      source=source)  # type: ignore[arg-type]
-    res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=True, collection=collection)
-    if as_json:
-        echo_json(res)
-        return
-    click.echo(f"{res.total} papers match; showing {len(res.hits)} ({res.took_ms:.1f} ms)")
-    rows = [{"rank": offset + i + 1, "pmcid": h.pmcid, "score": f"{h.score:.2f}", "year": h.year or "",
-             "title": h.title, "snippet": h.snippets[-1].text if h.snippets else h.abstract[:120],
-             "where": where(h.supplement)} for i, h in enumerate(res.hits)]
-    cols = [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
-            ("title", "title", 50), ("best snippet", "snippet", 70), ("in supplement", "where", 40)]
-    print_table(rows, [c for c in cols if c[1] != "where" or any(r["where"] for r in rows)])
-
-
-@main.command()
-@click.argument("query")
-@data_dir_option
-@click.option("--limit", "-n", type=int, default=10, show_default=True)
-@click.option("--collection", default="default", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the REST response body (POST /v1/passages/search)")
-def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_json: bool) -> None:
-    """Search evidence passages (paragraphs with stable ids and offsets)."""
-    from search.retrieval.service import SearchService
-
-    res = SearchService(settings_for(data_dir)).search_passages(query, limit=limit, collection=collection)
-    if as_json:
-        echo_json(res)
-        return
-    rows = [{"id": h.passage_id, "section": h.section_type, "score": f"{h.score:.2f}",
-             "text": h.snippet.text if h.snippet else h.text[:200]} for h in res.hits]
-    print_table(rows, [("passage", "id", 22), ("section", "section", 9), ("score", "score", 7), ("text", "text", 100)])
+for _command in (search, passages, paper, similar, collections):
+    main.add_command(_command)
 
 
 @main.command()

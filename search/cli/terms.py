@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from search.cli.options import data_dir_option, echo_json, print_table, settings_for
+from search.text.term_search import ID_QUERY_RE
 
 
 @click.command("terms")
@@ -48,6 +49,10 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
     if as_json:
         echo_json(res)
         return
+    asked = ID_QUERY_RE.fullmatch(query)
+    if asked and res.hits and res.hits[0].id != asked.group(1):
+        # found by one of its alternative ids (the term index keeps them): say so, as GET /v1/terms/{id} does
+        click.echo(f"{asked.group(1)} is an alternative id of {res.hits[0].id} ({res.hits[0].name}).")
     rows = [{**h.model_dump(), "score": f"{h.score:.2f}", "matched_synonym": h.matched_synonym or "",
              "aspect": h.aspect or "", "obsolete": "obsolete" if h.obsolete else ""} for h in res.hits]
     print_table(rows, [("id", "id", 14), ("aspect", "aspect", 6), ("name", "name", 45),

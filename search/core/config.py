@@ -157,6 +157,8 @@ class Settings(Model):
     max_query_chars: int = 1000
     max_page_size: int = 100
     max_offset: int = 10_000
+    max_export_hits: int = Field(100_000, ge=1, le=10_000_000, description="Most hits one export (format=csv, "
+                                 "tsv, ris, bibtex, jsonl, trec) streams")
     default_paper_max_chars: int = 40_000
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "
                                 "collection builds send papers in batches under it")
@@ -188,6 +190,8 @@ class Settings(Model):
     session_db: Path | None = Field(None, description="SQLite file (default <data_dir>/sessions.sqlite)")
     lexicon: str | None = Field(None, description="Comma-separated gene lexicon sources (see search.text.lexicon)")
     ground_truth: Path | None = Field(None, description="FlyAOC ground truth, for coverage of curator-cited papers")
+    runs_dir: Path | None = Field(None, description="Directory of curation run directories (`flysift curate batch "
+                                  "--run-dir`) that the run review pages (/runs) list by name")
     cursor_secret: SecretStr | None = Field(
         None, description="Key that signs paper-text cursors (16+ characters); default: generated once into "
                           "<data_dir>/cursor_secret. Set it when API processes on several machines share sessions")

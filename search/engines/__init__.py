@@ -17,7 +17,7 @@ from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, StorageError,
 from search.engines.protocol import Build, Engine, TermEngine, VectorStore, VectorWriter
 
 __all__ = ["MIN_PUBLISH_SHARE", "Build", "BuildRefused", "Engine", "StorageError", "TermEngine", "VectorStore",
-           "VectorWriter", "open_engine", "open_local", "publish_refusal", "storage_error"]
+           "VectorWriter", "collection_names", "open_engine", "open_local", "publish_refusal", "storage_error"]
 
 
 def open_engine(settings: Settings, *, collection: str = DEFAULT_COLLECTION) -> Engine:
@@ -42,3 +42,19 @@ def open_local(data_dir: Path | str, *, collection: str = DEFAULT_COLLECTION,
 
     return EmbeddedEngine(data_dir, collection=collection, min_publish_share=min_publish_share,
                           index_threads=index_threads, field_weights=field_weights)
+
+
+def collection_names(settings: Settings) -> list[str]:
+    """The collections with a published build, by name, in the engine the settings ask for."""
+    if settings.engine_kind == "cluster":
+        from search.engines.cluster.browse import collection_names as on_cluster
+        from search.engines.cluster.transport import Transport
+
+        t = Transport(settings)
+        try:
+            return on_cluster(t, settings.cluster_index_prefix)
+        finally:
+            t.close()
+    from search.engines.embedded.browse import collection_names as on_disk
+
+    return on_disk(settings.data_dir)

@@ -13,10 +13,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
 from search.core.models import (
+    ConceptMention,
     IndexStats,
     Paper,
+    PaperHit,
     PaperSearchResults,
     Passage,
+    PassageHit,
     PassageSearchResults,
     Reject,
     Term,
@@ -24,6 +27,7 @@ from search.core.models import (
 )
 from search.core.query import EngineQuery
 from search.core.supplements import SupplementChunk
+from search.text.highlight import HighlightSpec
 
 
 class Build(Protocol):
@@ -91,6 +95,24 @@ class VectorStore(Protocol):
         such a section, as the paper search's filter means)."""
 
 
+class ConceptWriter(Protocol):
+    """Writes the concept index of a collection's published build (``flysift index concepts``): the mentions of
+    ontology terms in its passages, each with its term's ancestors. ``done`` holds the papers an interrupted earlier
+    run finished; nothing is searched until ``publish``."""
+
+    done: set[str]
+
+    def add(self, pmcid: str, rows: Iterable[tuple[str, str, int, int, str, str, Sequence[str]]]) -> None:
+        """One paper's mentions: (passage id, term id, start, end, text, via, the term and its ancestors)."""
+
+    def commit(self) -> None: ...
+
+    def publish(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """Make it the build's concept index (atomically); returns ``meta`` with the counts and bytes."""
+
+    def abort(self) -> None: ...
+
+
 class TermEngine(Protocol):
     """The term side of an engine: what the term service needs."""
 
@@ -126,10 +148,44 @@ class Engine(TermEngine, Protocol):
 
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                      snippets: bool = True) -> PaperSearchResults: ...
+                      snippets: bool = True, highlight: HighlightSpec | None = None) -> PaperSearchResults:
+        """``highlight``: fragments of title, abstract and best passage (``search.text.highlight``, the same
+        function in every engine)."""
+
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                        snippets: bool = True) -> PassageSearchResults: ...
+                        snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults: ...
     def get_paper(self, pmcid: str) -> Paper | None: ...
+
+    # ---- browsing (each engine's ``browse`` module): facets, exports, heads, document frequencies -------------
+    def facets(self, kind: Literal["papers", "passages"], query: EngineQuery,
+               names: Iterable[str]) -> dict[str, dict[str, int]]:
+        """For ``names`` among ``year`` and ``section``: how many of all matching papers (passages) have each value
+        (papers: a body section of that type); values without any are left out. The same counts in every engine."""
+
+    def export_papers(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PaperHit]:
+        """The first ``limit`` matching papers, best first, without snippets, read as they are consumed (bounded
+        memory whatever ``limit`` is)."""
+
+    def export_passages(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PassageHit]: ...
+
+    def paper_heads(self, pmcids: Iterable[str]) -> dict[str, PaperHit]:
+        """Title, year, journal, pmid and doi of these papers (score 0; unknown ones left out)."""
+
+    def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:
+        """The number of papers, and how many hold each word-view token (more-like-this weighs terms by it)."""
+
+    def open_concepts(self, resume: bool = True) -> tuple[ConceptWriter, str]:
+        """A writer of the published build's concept index, and that build's id."""
+
+    def concepts_info(self) -> dict[str, Any] | None:
+        """What the published build's concept index holds (ontologies, papers, mentions, terms, bytes), or None."""
+
+    def paper_concepts(self, pmcid: str) -> list[ConceptMention]:
+        """Every concept mention of a paper, in text order (``concepts_missing`` without a concept index)."""
+
+    def concept_counts(self, kind: Literal["papers", "passages"], term_ids: Sequence[str]) -> dict[str, int]:
+        """The papers (pmcid) or passages (id) that mention one of ``term_ids`` or a descendant, with how many
+        mentions; ``concepts_missing`` (409) without a concept index for the published build."""
 
     def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
                           limit: int) -> list[SupplementChunk]:

@@ -39,6 +39,7 @@ MIN_PAPER_CHARS = 1_000
 MAX_SEARCH_LIMIT = 50
 MAX_PASSAGE_LIMIT = 30
 MAX_TERM_LIMIT = 50
+MAX_FIND_TERMS_CHARS = 20_000
 MAX_SUPPLEMENT_ROWS = 200
 ABSTRACT_CHARS = 500
 SECTION_NAMES = (ABSTRACT, *SECTION_TYPES)
@@ -87,9 +88,12 @@ def paper_record(page: PaperText, ignored: list[str]) -> dict[str, Any]:
 class SessionTools:
     """The tools of one session; each method is one MCP tool and returns JSON text."""
 
-    def __init__(self, api: AsyncClient, session: Session):
+    def __init__(self, api: AsyncClient, session: Session, query_syntax: bool = False):
         self.api = api
         self.session = session
+        #: the searches read the query language (opt-in: ``flysift mcp --query-syntax``; FlyAOC's tools read words
+        #: and phrases, and parity runs never turn it on)
+        self.syntax: Literal["query", "plain"] = "query" if query_syntax else "plain"
         #: the session's hidden terms as the term endpoints' parameters
         self.hidden = hidden_query(spec=session.hidden_terms).params()
 
@@ -117,7 +121,7 @@ class SessionTools:
             return error(msg, "invalid_request")
 
         async def work() -> str:
-            res = await awaited(self.api.search_papers(query, limit=limit, gene=gene))
+            res = await awaited(self.api.search_papers(query, limit=limit, gene=gene, syntax=self.syntax))
             hits = [{"pmcid": h.pmcid, "title": h.title, "abstract": h.abstract[:ABSTRACT_CHARS],
                      "relevance_score": round(h.score, 2), "gene_in_title": h.gene_in_title, "year": h.year}
                     for h in res.hits if h.score > 0]
@@ -141,7 +145,7 @@ class SessionTools:
         async def work() -> str:
             filters = {k: v for k, v in {"pmcids": pmcids, "section_types": sections}.items() if v}
             res = await awaited(self.api.search_passages(query, limit=limit, filters=filters or None, snippets=False,
-                                                         gene=gene))
+                                                         gene=gene, syntax=self.syntax))
             return fit([{"passage_id": h.passage_id, "pmcid": h.pmcid, "section_type": h.section_type,
                          "text": h.text, "start": h.start, "end": h.end, "score": round(h.score, 2),
                          **({"supplement": where(h.supplement)} if h.supplement else {})}
@@ -242,6 +246,27 @@ class SessionTools:
 
         return await self._call(work)
 
+    async def find_terms(
+        self,
+        text: Annotated[str, Field(description=f"A passage or quote, at most {MAX_FIND_TERMS_CHARS} characters")],
+        task: Annotated[Literal["go", "expression"], Field(description="go: GO terms; expression: anatomy (FBbt) "
+                                                                       "and stage (FBdv) terms")] = "go",
+    ) -> str:
+        """Ontology terms named in a text (dictionary recognition: names, synonyms, word forms, abbreviations the
+        text defines): [{term_id, name, aspect, text, start, end, via}] in text order, to turn a quote into ids.
+        A molecular function is reported only where the text states an activity. Free; hidden terms are left out."""
+        if len(text) > MAX_FIND_TERMS_CHARS:
+            return error(f"text is {len(text)} characters; at most {MAX_FIND_TERMS_CHARS}: send one passage.",
+                         "invalid_request")
+
+        async def work() -> str:
+            res = await awaited(self.api.recognise_terms([text], task=task))   # the session hides its terms
+            keep = {"go": ("go",), "expression": ("fbbt", "fbdv")}[task]
+            return fit([{"term_id": m.term_id, "name": m.name, "aspect": m.aspect, "text": m.text, "start": m.start,
+                         "end": m.end, "via": m.via} for m in res.mentions[0] if m.ontology in keep])
+
+        return await self._call(work)
+
     async def register_gene_name(
         self,
         names: Annotated[list[str] | str, Field(description="Names of the session's gene found in papers "
@@ -336,7 +361,8 @@ class SessionTools:
     SUPPLEMENT_TOOLS = ("list_supplements", "read_supplement")
 
     TOOLS = ("search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",
-             "get_term_children", "submit_annotations", "search_passages", "register_gene_name", "get_budget")
+             "get_term_children", "submit_annotations", "search_passages", "find_terms", "register_gene_name",
+             "get_budget")
 
 
 def instructions(session: Session) -> str:
@@ -347,14 +373,20 @@ def instructions(session: Session) -> str:
             "search_stage_terms, and submit the complete prediction with submit_annotations.")
 
 
-def build_server(api: AsyncClient, session: Session):
-    """An MCPServer exposing :class:`SessionTools` for ``session``."""
+SYNTAX_NOTE = (" Searches read the query language: +word must match, -word must not, AND OR NOT (capitals) and "
+               "parentheses, \"phrases\", title:, abstract:, gene:, year:2005..2010, section:results.")
+
+
+def build_server(api: AsyncClient, session: Session, query_syntax: bool = False):
+    """An MCPServer exposing :class:`SessionTools` for ``session``; ``query_syntax`` turns the query language on for
+    its searches (off by default: agents keep the plain-text reading, and FlyAOC parity runs never turn it on)."""
     from mcp.server.mcpserver import MCPServer
 
     from search import __version__
 
-    tools = SessionTools(api, session)
-    server = MCPServer("flysift", instructions=instructions(session), version=__version__, log_level="WARNING")
+    tools = SessionTools(api, session, query_syntax=query_syntax)
+    server = MCPServer("flysift", instructions=instructions(session) + (SYNTAX_NOTE if query_syntax else ""),
+                       version=__version__, log_level="WARNING")
     names = SessionTools.TOOLS + (SessionTools.SUPPLEMENT_TOOLS if session.budget_policy != "flyaoc" else ())
     for name in names:
         server.add_tool(getattr(tools, name), name=name, structured_output=False)

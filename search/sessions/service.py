@@ -133,6 +133,15 @@ class SessionService:
             return frozenset()
         return lex.foldable() if lex is not None else frozenset()
 
+    def compound_set(self) -> frozenset[str]:
+        """The loaded lexicon's names with a slash or hyphen (``Lexicon.compounds``), which the planner keeps whole;
+        empty without a lexicon."""
+        try:
+            lex = self._lexicon()
+        except (FlysiftError, OSError):
+            return frozenset()
+        return lex.compounds() if lex is not None else frozenset()
+
     def expansions(self, gene_ref: str | None, session: Session | None) -> list[str]:
         """The names a search's ``gene=`` adds, under the session's synonym policy (``snapshot`` without one)."""
         return search_expansions(self.lexicon(), gene_ref, session) if gene_ref else []

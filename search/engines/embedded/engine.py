@@ -38,6 +38,11 @@ values (no phrase spans two), each written as many times as the collection's fie
 kept in ``build.json``). A word then has one document frequency and one saturation over the whole paper, where the
 per-field fields before scored a word rare in titles as rare even when every body has it (docs/search.md, "Scoring").
 Builds of layouts 1-4 are still served, per field, with query-time boosts (``Bm25Params.per_field``).
+
+Layout 7 adds ``title_w``/``_s`` and ``abstract_w``/``_s`` (each field once, not scored unless a query names it:
+``title:``, ``abstract:`` of the query language) and keeps the whole abstract, the pmid and the doi in the stored
+head (highlighting and exports). Layout 5 and 6 builds answer such a query with 409 ``rebuild_needed``; builds of
+layouts 1-4 have per-field fields and answer it.
 """
 
 from __future__ import annotations
@@ -76,19 +81,21 @@ from search.core.query import (
     PAPER_TEXT,
     PASSAGE_WEIGHTS,
     Bm25Params,
-    Clause,
     EngineQuery,
     recorded_weights,
 )
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
 from search.engines.embedded import paper_store, supplement_store
-from search.engines.embedded.match import any_of
+from search.engines.embedded.browse import Browse
+from search.engines.embedded.compile import Compiler, matched
+from search.engines.embedded.concepts import CONCEPTS, ConceptStore
 from search.engines.embedded.paper_store import PaperStore
 from search.engines.embedded.prepare import PaperHead, Prepared, _prepare
 from search.engines.embedded.supplement_store import SupplementStore
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
-from search.text.analysis import ANALYZERS, analyze, stem
+from search.text.analysis import ANALYZERS, stem
+from search.text.highlight import Highlighters, HighlightSpec, paper_highlight, passage_highlight
 from search.text.snippets import Highlighter, paper_snippets
 from search.text.tokens import PRE_ANALYZED
 
@@ -96,11 +103,13 @@ DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 6
+LAYOUT = 7
 #: the first layout with supplement passages (``source``), the papers' ``supp`` fields and ``supp_chunks``
 SUPPLEMENT_LAYOUT = 6
 #: the first layout whose papers are one field (``text``); older builds are searched per field
 ONE_FIELD_LAYOUT = 5
+#: the first layout with the title and abstract fields beside the one field (``title:``, ``abstract:``)
+FIELDED_LAYOUT = 7
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
 #: fewer segments to merge; bounded so that both writers' threads stay within a share of the machine's memory.
 #: 128 MB: a full FlyAOC-size build (16,898 papers, 2 cores) allocated 571 MiB at its peak instead of 1.36 GiB with
@@ -124,6 +133,8 @@ def _paper_schema() -> tantivy.Schema:
     sb.add_text_field("section_types", stored=False, tokenizer_name="raw")
     _add_views(sb, "text")   # title, abstract and body, each repeated by its field weight (layout 5)
     _add_views(sb, "supp")   # the supplement passages' text, one value each (layout 6)
+    _add_views(sb, "title")  # once each, searched only by title:/abstract: (layout 7)
+    _add_views(sb, "abstract")
     sb.add_bytes_field("head", stored=True, indexed=False)  # PaperHead JSON
     return sb.build()
 
@@ -359,6 +370,9 @@ class EmbeddedBuild:
             for _ in range(self.repeats[field] if word else 0):   # separate values: no phrase spans two
                 doc.add_text("text_w", word)
                 doc.add_text("text_s", symbol)
+            if field != "body" and word:   # title:, abstract: (layout 7)
+                doc.add_text(field + "_w", word)
+                doc.add_text(field + "_s", symbol)
         for p in pr.passages[pr.abstract_passages + len(body):]:   # supplements: their own field, one value each
             doc.add_text("supp_w", p.word)
             doc.add_text("supp_s", p.symbol)
@@ -477,6 +491,8 @@ class _Reader:
         self.weights: dict[str, float] | None = recorded_weights(meta.get("field_weights")) if one_field else None
         #: whether the build has supplement passages' fields (``source``, ``supp``) and chunks
         self.supplements = isinstance(meta.get("layout"), int) and meta["layout"] >= SUPPLEMENT_LAYOUT
+        #: whether papers have the title and abstract fields a query may name (layout 7, and per-field layouts)
+        self.fielded = not one_field or meta["layout"] >= FIELDED_LAYOUT
         self.papers = _open_index(build_dir / "papers", "papers")
         self.passages = _open_index(build_dir / "passages", "passages")
         self.paper_schema = self.papers.schema
@@ -485,6 +501,13 @@ class _Reader:
         self.passage_searcher = self.passages.searcher()
         self.store = PaperStore(build_dir / "papers.db")
         self.supp = SupplementStore(build_dir / "papers.db")
+        #: the concept index (``flysift index concepts``), opened when it appears beside the build
+        self.concepts: ConceptStore | None = None
+
+    def concept_store(self) -> ConceptStore | None:
+        if self.concepts is None and (self.path / CONCEPTS).exists():
+            self.concepts = ConceptStore(self.path / CONCEPTS)
+        return self.concepts
 
     def paper(self, pmcid: str) -> Paper | None:
         return self.store.paper(pmcid)
@@ -516,8 +539,9 @@ class _Reader:
         return Passage.model_validate(self.passage_data(stored))
 
 
-class EmbeddedEngine:
-    """The ``Engine`` protocol over tantivy; see the module docstring for the on-disk layout."""
+class EmbeddedEngine(Browse):
+    """The ``Engine`` protocol over tantivy; see the module docstring for the on-disk layout (facets, exports, heads
+    and document frequencies: ``Browse``)."""
 
     name = "embedded"
 
@@ -580,109 +604,43 @@ class EmbeddedEngine:
     def has_index(self) -> bool:
         return (self.dir / "CURRENT").exists()
 
-    def _compile(self, query: EngineQuery, schema: tantivy.Schema, fields: dict[str, float],
-                 section_field: str) -> tantivy.Query:
-        shoulds: list[tantivy.Query] = []
-        musts: list[tantivy.Query] = []
-        for clause in query.clauses:
-            q = self._clause(clause, schema, fields)
-            if q is None:
-                continue
-            (musts if clause.required else shoulds).append(q)
-        if shoulds:
-            musts.append(tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in shoulds]))
-        if not musts:
-            return tantivy.Query.empty_query()
-        f = query.filters
-        filters = []
-        if f.year_from is not None or f.year_to is not None:
-            filters.append(tantivy.Query.range_query(schema, "year", tantivy.FieldType.Integer,
-                                                     f.year_from if f.year_from is not None else -(2**62),
-                                                     f.year_to if f.year_to is not None else 2**62))
-        if f.section_types:
-            filters.append(any_of(schema, section_field, f.section_types))
-        if f.pmcids:
-            filters.append(any_of(schema, "pmcid", f.pmcids))
-        clauses = [(tantivy.Occur.Must, q) for q in musts]
-        if f.source and section_field == "section_type":   # passages: supplement ones are marked in ``source``
-            if not self._read().supplements:
-                if f.source == "supplement":
-                    return tantivy.Query.empty_query()
-            else:
-                marked = tantivy.Query.term_query(schema, "source", "supplement")
-                clauses.append((tantivy.Occur.Must if f.source == "supplement" else tantivy.Occur.MustNot, marked))
-        clauses += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in filters]
-        return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
+    def _compiler(self, r: _Reader, kind: Literal["papers", "passages"], source: str | None = None) -> Compiler:
+        def concepts(ids: list[str]) -> dict[str, int]:
+            return self._concepts(r).counts(kind, ids)
 
-    @staticmethod
-    def _clause(clause: Clause, schema: tantivy.Schema, fields: dict[str, float]) -> tantivy.Query | None:
-        tokens = analyze(clause.view, clause.text)
-        if not tokens:
-            return None
-        per_field = []
-        for field, boost in fields.items():
-            name = field + VIEW_SUFFIX[clause.view]
-            if len(tokens) == 1:
-                q = tantivy.Query.term_query(schema, name, tokens[0])
-            elif clause.phrase and clause.view == "word":   # the symbol view has no positions (layout 4)
-                q = tantivy.Query.phrase_query(schema, name, [*tokens])
-            elif clause.phrase:
-                q = tantivy.Query.boolean_query([(tantivy.Occur.Must, tantivy.Query.term_query(schema, name, t))
-                                                 for t in tokens])
-            else:
-                q = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(schema, name, t))
-                                                 for t in tokens])
-            per_field.append(tantivy.Query.boost_query(q, boost) if boost != 1.0 else q)
-        q = per_field[0] if len(per_field) == 1 else tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, q) for q in per_field])
-        return tantivy.Query.boost_query(q, clause.boost) if clause.boost != 1.0 else q
-
-    def _matched(self, searcher: tantivy.Searcher, schema: tantivy.Schema, query: EngineQuery,
-                 fields: dict[str, float], key: str, keys: list[str],
-                 addrs: list[tantivy.DocAddress]) -> dict[str, list[str]]:
-        """For each hit key, the names of the named clauses it matches (one filtered query per named clause).
-
-        A match is mapped to its hit by document address (``addrs``, the hits' own): loading the stored document of
-        every (hit, name) pair cost a gene-expanded search in a session (a dozen names) more than the search."""
-        out: dict[str, list[str]] = {k: [] for k in keys}
-        if not keys:
-            return out
-        at = {(a.segment_ord, a.doc): k for k, a in zip(keys, addrs, strict=True)}
-        restrict = tantivy.Query.const_score_query(any_of(schema, key, keys), 0.0)
-        for clause in query.named():
-            q = self._clause(clause.model_copy(update={"boost": 1.0}), schema, fields)
-            if q is None or clause.name is None:
-                continue
-            both = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, restrict)])
-            res = searcher.search(both, len(keys), count=False)
-            for _, addr in res.hits:
-                k = at.get((addr.segment_ord, addr.doc))
-                if k is None:   # another document with a hit's key (none in a published build): read its key
-                    k = searcher.doc(addr)[key][0]
-                if k in out:
-                    out[k].append(clause.name)
-        return out
+        if kind == "papers":
+            fields = paper_fields(r.paper_fields or self.bm25.per_field(), r.supplements, source)
+            return Compiler(r.paper_schema, fields, "section_types", paper_fields=r.fielded,
+                            supplements=r.supplements, concepts=concepts)
+        return Compiler(r.passage_schema, PASSAGE_WEIGHTS, "section_type", kind="passages",
+                        supplements=r.supplements, concepts=concepts)
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                      snippets: bool = False) -> PaperSearchResults:
+                      snippets: bool = False, highlight: HighlightSpec | None = None) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = paper_fields(r.paper_fields or self.bm25.per_field(), r.supplements, query.filters.source)
-        q = self._compile(query, r.paper_schema, fields, "section_types") if fields else tantivy.Query.empty_query()
-        res = r.paper_searcher.search(q, limit, count=True, offset=offset)
+        compiler = self._compiler(r, "papers", query.filters.source)
+        res = r.paper_searcher.search(compiler.query(query), limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
-        matched = self._matched(r.paper_searcher, r.paper_schema, query, fields, "pmcid",
-                                [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
+        hits_matched = matched(r.paper_searcher, r.paper_schema, query, compiler.fields, "pmcid",
+                               [pmcid for _, pmcid, _ in papers], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
-        best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if snippets else {}
+        hls = Highlighters(query.clauses) if highlight else None
+        wanted = snippets or highlight is not None
+        best = self._best_passages(r, query, [pmcid for _, pmcid, _ in papers]) if wanted else {}
         hits = []
         for score, pmcid, p in papers:
-            snips = paper_snippets(hl, p.title, p.abstract, best.get(pmcid)) if hl else []
+            snips = paper_snippets(hl, p.title, p.abstract[:500], best.get(pmcid)) if hl else []
             where = best[pmcid].supplement if pmcid in best else None
-            hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
-                                 score=score, snippets=snips, matched=matched[pmcid],
-                                 supplement=SupplementPlace.model_validate(where.model_dump()) if where else None))
+            hit = PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract[:500], year=p.year, journal=p.journal,
+                           score=score, snippets=snips, matched=hits_matched[pmcid], pmid=p.pmid, doi=p.doi,
+                           supplement=SupplementPlace.model_validate(where.model_dump()) if where else None)
+            if hls is not None and highlight is not None:
+                hit.highlight, hit.best_passage = paper_highlight(hls, highlight, p.title, p.abstract,
+                                                                  best.get(pmcid))
+            hits.append(hit)
+        self._with_mentions(r, "papers", hits, query)
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -690,30 +648,34 @@ class EmbeddedEngine:
         """The best-scoring passage of each paper: body snippets come from it, not from a scan of the whole paper."""
         best: dict[str, Passage] = {}
         for pmcid in pmcids:
-            scoped = query.model_copy(update={"filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
-            hits = r.passage_searcher.search(self._compile(scoped, r.passage_schema, PASSAGE_WEIGHTS, "section_type"),
-                                             1, count=False).hits
+            # the positive clauses OR-ed (a tree's AND need not hold within one passage)
+            scoped = query.model_copy(update={"tree": None,
+                                              "filters": query.filters.model_copy(update={"pmcids": [pmcid]})})
+            hits = r.passage_searcher.search(self._compiler(r, "passages").query(scoped), 1, count=False).hits
             if hits:
                 best[pmcid] = r.passage(r.passage_searcher.doc(hits[0][1])["doc"][0])
         return best
 
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                        snippets: bool = True) -> PassageSearchResults:
+                        snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = PASSAGE_WEIGHTS
-        q = self._compile(query, r.passage_schema, fields, "section_type")
-        res = r.passage_searcher.search(q, limit, count=True, offset=offset)
+        compiler = self._compiler(r, "passages")
+        res = r.passage_searcher.search(compiler.query(query), limit, count=True, offset=offset)
         # each stored passage validated once, as a hit (a Passage first would validate the same fields twice)
         hits = [PassageHit.model_validate({**p, "passage_id": p.get("id"), "score": score})
                 for score, p in ((score, r.passage_data(r.passage_searcher.doc(addr)["doc"][0]))
                                  for score, addr in res.hits)]
-        matched = self._matched(r.passage_searcher, r.passage_schema, query, fields, "id",
-                                [h.passage_id for h in hits], [addr for _, addr in res.hits])
+        hits_matched = matched(r.passage_searcher, r.passage_schema, query, PASSAGE_WEIGHTS, "id",
+                               [h.passage_id for h in hits], [addr for _, addr in res.hits])
         hl = Highlighter(query.clauses, stem) if snippets else None
+        hls = Highlighters(query.clauses) if highlight else None
         for h in hits:
-            h.matched = matched[h.passage_id]
+            h.matched = hits_matched[h.passage_id]
             h.snippet = hl.snippet("text", h.text) if hl else None
+            if hls is not None and highlight is not None:
+                h.highlight = passage_highlight(hls, highlight, h.text, h.section_type)
+        self._with_mentions(r, "passages", hits, query)
         return PassageSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
