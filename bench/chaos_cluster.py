@@ -6,14 +6,16 @@ The script starts the cluster with deploy/cluster-local (``FLYSIFT_NODES=3``), o
 its first node and ``--cluster-home``, the ``FLYSIFT_NODE_HOME`` it was started with, whose ``nodes`` file names each
 node's pid), indexes a generated corpus into it under an index prefix of its own (``--shards`` primaries per index so
 that every node holds some, one replica), starts ``flysift serve`` twice on the cluster, and drives ``--agents``
-agents for about ``--seconds``: each agent's calls alternate between the two API processes, so every session is
-written by both. An answer 503 with ``Retry-After`` is the documented "retry later": the agent waits (at most 2 s)
-and sends the call again; every other failure is unexpected.
+agents for at least ``--seconds`` (longer when a failover is slower: the load goes on until 15 % of ``--seconds``
+after the second node is green again; ``seconds`` in the JSON is the real length): each agent's calls alternate
+between the two API processes, so every session is written by both. An answer 503 with ``Retry-After`` is the
+documented "retry later": the agent waits (at most 2 s) and sends the call again; every other failure is unexpected.
 
 At the end every session is read back: ``budget_mismatches`` counts sessions whose charged budget differs from the
 distinct papers the agent was answered (reads are ``distinct``-charged), ``trace_gaps`` counts missing sequence numbers
 and calls the agent was answered that the trace lacks. Latency percentiles are per phase (before the first kill,
-during a failover: from a kill until green again, after). One JSON object goes to stdout (and ``--out``):
+during a failover: from a kill until green again, after); ``cpu_seconds`` gives the CPU the API processes, the
+nodes' JVMs and this script (the agents) used during the run. One JSON object goes to stdout (and ``--out``):
 
     .venv/bin/python bench/chaos_cluster.py --agents 64 --seconds 240 [--cluster-url URL --cluster-home DIR]
 
@@ -152,10 +154,29 @@ class HealthWatch(threading.Thread):
         self.samples: list[tuple[float, str, str, int]] = []
         self.avoid: str | None = None
         self.stop = threading.Event()
+        #: per node process (pid): CPU seconds when first and last seen, so a killed node's CPU up to its kill counts
+        self.cpu: dict[int, list[float]] = {}
+
+    def sample_cpu(self) -> None:
+        try:
+            nodes = self.cluster.nodes()
+        except (OSError, ValueError):   # the nodes file is rewritten by a restart (atomically; be safe)
+            return
+        for n in nodes:
+            try:
+                t = psutil.Process(n.pid).cpu_times()
+            except psutil.Error:
+                continue
+            self.cpu.setdefault(n.pid, [t.user + t.system] * 2)[1] = t.user + t.system
+
+    def nodes_cpu(self) -> float:
+        """CPU seconds the nodes' JVMs used since the first sample (within 0.5 s of each kill)."""
+        return sum(last - first for first, last in self.cpu.values())
 
     def run(self) -> None:
         while not self.stop.is_set():
             t = time.monotonic() - self.t0
+            self.sample_cpu()
             try:   # each node's own view (local): answered at once, also while no master is elected
                 health = self.cluster.call("/_cluster/health?local=true", self.avoid, timeout=2)
                 status, nodes = health["status"], health["number_of_nodes"]
@@ -392,8 +413,10 @@ def main() -> None:
         cpu0 = [tree_cpu(psutil.Process(p.pid)) for p in procs]
 
         t0 = time.monotonic()
+        own0 = time.process_time()
         stats = Stats(t0)
         watch = HealthWatch(cluster, t0)
+        watch.sample_cpu()
         watch.start()
         kills: list[dict[str, Any]] = []
         windows: list[tuple[float, float]] = []
@@ -461,7 +484,10 @@ def main() -> None:
         say(f"{args.agents} agents for ~{args.seconds:.0f} s on {apis[0]} and {apis[1]}")
         sessions = asyncio.run(run())
         seconds = time.monotonic() - t0
+        own_cpu = time.process_time() - own0
         watch.stop.set()
+        watch.join()
+        watch.sample_cpu()
         server_cpu = sum(tree_cpu(psutil.Process(p.pid)) - c for p, c in zip(procs, cpu0, strict=True))
         say(f"auditing {len(sessions)} sessions")
         result.update(audit(apis[0], sessions, stats))
@@ -473,6 +499,8 @@ def main() -> None:
             "answers_by_class": dict(by_class), "retried_503": dict(stats.retried),
             "latency": phase_latency(stats, windows, kills[0]["killed_at_s"] if kills else seconds),
             "kills": kills, "seconds_to_green": [k["seconds_to_green"] for k in kills],
+            "cpu_seconds": {"api_processes": round(server_cpu, 1), "nodes": round(watch.nodes_cpu(), 1),
+                            "agents_and_watcher": round(own_cpu, 1)},
             "server_cpu_ms_per_request": round(server_cpu / max(1, len(stats.calls)) * 1000, 2),
             "load_avg_1m_end": round(os.getloadavg()[0], 2)})
         try:   # the run's indices go; the cluster stays as it was found
