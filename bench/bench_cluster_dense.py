@@ -36,8 +36,8 @@ from bench.common import latency_summary, machine, markdown_table  # noqa: E402
 from eval.ir import evaluate_collection, load_beir, service_collection_name  # noqa: E402
 from search.core.config import Settings  # noqa: E402
 from search.engines.cluster.knn import ClusterVectors  # noqa: E402
-from search.retrieval.service import SearchService  # noqa: E402
 from search.retrieval.vectors import EngineDenseIndex  # noqa: E402
+from search.services import Services  # noqa: E402
 
 MODES = ("bm25", "dense", "hybrid")
 METRICS = ("ndcg@10", "recall@100")
@@ -74,7 +74,7 @@ def knn_against_exact(settings: Settings, directory: Path, repeats: int = 1) -> 
     """Recall@10 of the k-NN query (k 10; k 100 cut to 10) against exact search, and latencies, on the cluster."""
     coll = load_beir(directory)
     name = service_collection_name(coll.name)
-    dense = SearchService(settings).dense(name)
+    dense = Services.open(settings).search.dense(name)
     assert isinstance(dense, EngineDenseIndex), "the cluster engine keeps its own vectors"
     store = dense.store
     assert isinstance(store, ClusterVectors)

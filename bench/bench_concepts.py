@@ -31,13 +31,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import folder_terms  # noqa: E402
 from indexer.concepts import index_concepts  # noqa: E402
 from indexer.pipeline import index_corpus  # noqa: E402
 from indexer.synthetic import SyntheticConfig, generate  # noqa: E402
 from search.core.config import Settings  # noqa: E402
-from search.engines import open_engine  # noqa: E402
 from search.ontology.model import Ontology  # noqa: E402
-from search.ontology.service import TermService  # noqa: E402
+from search.services import Services  # noqa: E402
 from search.text.passages import split_passages  # noqa: E402
 
 ASPECTS = {"P": "go_bp", "C": "go_cc", "F": "go_mf"}
@@ -52,7 +52,7 @@ def cpu() -> float:
 def ontologies(shared: Path, data: Path, cache: Path) -> dict[str, Any]:
     """GO, FBbt and FBdv saved where ``index_concepts`` reads them (terms not written to a term index: not needed)."""
     t0 = time.perf_counter()
-    svc = TermService(data)
+    svc = folder_terms(data)
     out = {}
     for name, file in ONTOLOGIES.items():
         ont = Ontology.load(shared / "ontologies" / file, name, cache_dir=cache)
@@ -74,7 +74,7 @@ def run_concepts(settings: Settings, collection: str, workers: int) -> dict[str,
     w, c = time.perf_counter(), cpu()
     meta = index_concepts(settings, collection, workers=workers, resume=False)
     wall, used = time.perf_counter() - w, cpu() - c
-    st = open_engine(settings, collection=collection).stats()
+    st = Services.open(settings).engine(collection).stats()
     return {"workers": meta["workers"], "passages": meta["passages_read"], "papers": meta["papers"],
             "mentions": meta["mentions"], "terms": meta["terms"], "wall_s": round(wall, 1), "cpu_s": round(used, 1),
             "setup_s": meta["setup_s"], "recognise_s": meta["recognise_s"],
@@ -85,7 +85,7 @@ def run_concepts(settings: Settings, collection: str, workers: int) -> dict[str,
 
 
 def generated(settings: Settings, papers: int, words: int) -> int:
-    eng = open_engine(settings, collection="generated")
+    eng = Services.open(settings).engine("generated")
     build = eng.open_build("bench-concepts", resume=False)
     n = 0
     for p in generate(SyntheticConfig(n_papers=papers, words_per_paper=words, seed=7)):
@@ -118,8 +118,8 @@ def craft_gold(craft: Path) -> tuple[dict[str, list[str]], dict[str, dict[str, s
 
 def craft_scores(settings: Settings, craft: Path) -> dict[str, Any]:
     splits, gold = craft_gold(craft)
-    go = TermService(settings.data_dir).ontology("go")
-    eng = open_engine(settings, collection="craft")
+    services = Services.open(settings)
+    go, eng = services.terms.ontology("go"), services.engine("craft")
     resolve = lambda i: go.resolve(i) or i  # noqa: E731
     found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))   # article -> aspect -> ids
     descended: dict[tuple[str, str], bool] = {}
@@ -189,7 +189,8 @@ def main() -> None:
         result["generated, embedded"] = [run_concepts(emb, "generated", w) for w in (1, 2)]
         print(result["generated, embedded"], flush=True)
         craft = args.shared / "craft"
-        index_corpus(sorted((craft / "articles" / "nxml").glob("*.nxml")), emb, collection="craft", workers=1,
+        index_corpus(sorted((craft / "articles" / "nxml").glob("*.nxml")), Services.open(emb), collection="craft",
+                     workers=1,
                      id_map=craft / "ids" / "craft-idmappings.txt", warn=lambda m: None)
         result["craft, embedded"] = run_concepts(emb, "craft", 2)
         result["craft recall"] = craft_scores(emb, craft)
@@ -203,7 +204,7 @@ def main() -> None:
                 result["generated, cluster"] = run_concepts(clu, "generated", 2)
                 print(result["generated, cluster"], flush=True)
             finally:
-                t = open_engine(clu).t  # type: ignore[attr-defined]
+                t = Services.open(clu).engine().t  # type: ignore[attr-defined]
                 names = list(t.request("GET", f"/{prefix}-*", params={"expand_wildcards": "all"}))
                 if names:
                     t.request("DELETE", "/" + ",".join(names))

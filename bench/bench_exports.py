@@ -33,6 +33,7 @@ from search.core.config import Settings  # noqa: E402
 from search.retrieval.exports import Format  # noqa: E402
 from search.retrieval.exports import passages as passage_rows  # noqa: E402
 from search.retrieval.service import SearchService  # noqa: E402
+from search.services import Services  # noqa: E402
 from search.text.passages import split_passages  # noqa: E402
 
 SIZES = (1_000, 5_000, 10_000)
@@ -121,7 +122,7 @@ def main() -> None:
     result: dict[str, Any] = {"query": QUERY, "format": FORMAT, "papers": args.papers, "words": args.words}
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp) / "emb", engine="embedded")
-        emb = SearchService(settings)
+        emb = Services.open(settings).search
         result["passages indexed"] = build(emb, args.papers, args.words)
         result["matching passages"] = emb.search_passages(QUERY, syntax="query", limit=1).total
         print(result, flush=True)
@@ -129,8 +130,8 @@ def main() -> None:
         result["http (embedded)"] = over_http(settings, max(n for n in SIZES if n <= result["matching passages"]))
         if args.cluster_url:
             prefix = f"fsbench-{uuid.uuid4().hex[:8]}"
-            clu = SearchService(Settings(data_dir=Path(tmp) / "clu", cluster_url=args.cluster_url,
-                                         cluster_index_prefix=prefix))
+            clu = Services.open(Settings(data_dir=Path(tmp) / "clu", cluster_url=args.cluster_url,
+                                         cluster_index_prefix=prefix)).search
             try:
                 build(clu, args.papers, args.words)
                 rows += engine_rows(clu, "cluster", SIZES)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from indexer.pipeline import index_corpus  # noqa: E402
 from indexer.synthetic import SyntheticConfig, generate  # noqa: E402
 from search.core.config import Settings  # noqa: E402
-from search.engines import open_engine  # noqa: E402
+from search.services import Services  # noqa: E402
 from search.text.passages import split_passages  # noqa: E402
 
 
@@ -35,7 +35,7 @@ def settings(data: Path, cluster_url: str | None, prefix: str) -> Settings:
 
 
 def generated(s: Settings, papers: int, words: int) -> dict[str, float]:
-    eng = open_engine(s, collection="generated")
+    eng = Services.open(s).engine("generated")
     t0 = time.process_time()
     build = eng.open_build("bench-index-fields", resume=False)
     for p in generate(SyntheticConfig(n_papers=papers, words_per_paper=words, seed=7)):
@@ -49,14 +49,14 @@ def generated(s: Settings, papers: int, words: int) -> dict[str, float]:
 
 def craft(s: Settings, craft_dir: Path) -> dict[str, float]:
     paths = sorted((craft_dir / "articles" / "nxml").glob("*.nxml"))
-    index_corpus(paths, s, id_map=craft_dir / "ids" / "craft-idmappings.txt", collection="craft", workers=1,
-                 warn=lambda m: None)
-    st = open_engine(s, collection="craft").stats()
+    index_corpus(paths, Services.open(s), id_map=craft_dir / "ids" / "craft-idmappings.txt", collection="craft",
+                 workers=1, warn=lambda m: None)
+    st = Services.open(s).engine("craft").stats()
     return {"papers": st.papers, "passages": st.passages, "MiB": round(st.index_bytes / 2**20, 2)}
 
 
 def cleanup(s: Settings, prefix: str) -> None:
-    eng = open_engine(s)
+    eng = Services.open(s).engine()
     t = eng.t  # type: ignore[attr-defined]
     names = list(t.request("GET", f"/{prefix}-*", params={"expand_wildcards": "all"}))
     if names:

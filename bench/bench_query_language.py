@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from indexer.pipeline import index_corpus  # noqa: E402
 from search.core.config import Settings  # noqa: E402
 from search.core.errors import FlysiftError  # noqa: E402
+from search.core.query import HighlightSpec  # noqa: E402
 from search.retrieval.service import SearchService  # noqa: E402
+from search.services import Services  # noqa: E402
 from search.text.analysis import is_stop_word, is_symbol_like, symbol_tokens  # noqa: E402
-from search.text.highlight import HighlightSpec  # noqa: E402
 
 FORMS = [
     ("word", "limb"), ("gene symbol (case-sensitive)", "Shh"), ("exclude", "Shh -limb"),
@@ -61,7 +62,8 @@ def craft_settings(data: Path, cluster_url: str | None, prefix: str) -> Settings
 def index(settings: Settings, craft: Path) -> float:
     t0 = time.process_time()
     paths = sorted((craft / "articles" / "nxml").glob("*.nxml"))
-    index_corpus(paths, settings, id_map=craft / "ids" / "craft-idmappings.txt", workers=1, warn=lambda m: None)
+    index_corpus(paths, Services.open(settings), id_map=craft / "ids" / "craft-idmappings.txt", workers=1,
+                 warn=lambda m: None)
     return round(time.process_time() - t0, 1)
 
 
@@ -168,7 +170,7 @@ def main() -> None:
     result: dict[str, Any] = {}
     prefix = f"fsbench-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp:
-        emb = SearchService(craft_settings(Path(tmp) / "emb", None, prefix))
+        emb = Services.open(craft_settings(Path(tmp) / "emb", None, prefix)).search
         result["index CPU s"] = {"embedded": index(emb.settings, args.craft)}
         result["checks"] = {"embedded": checks(emb)}
         result["forms"] = forms(emb)
@@ -176,7 +178,7 @@ def main() -> None:
         result["queries"] = queries
         result["highlight CPU ms per paper search (embedded)"] = highlight_cost(emb, queries, spec)
         if args.cluster_url:
-            clu = SearchService(craft_settings(Path(tmp) / "clu", args.cluster_url, prefix))
+            clu = Services.open(craft_settings(Path(tmp) / "clu", args.cluster_url, prefix)).search
             try:
                 result["index CPU s"]["cluster"] = index(clu.settings, args.craft)
                 result["checks"]["cluster"] = checks(clu)

@@ -29,6 +29,7 @@ from indexer.pipeline import index_corpus  # noqa: E402
 from indexer.synthetic import SyntheticConfig, bundled_genes, write_corpus  # noqa: E402
 from search.api.app import create_app  # noqa: E402
 from search.core.config import Settings  # noqa: E402
+from search.services import Services  # noqa: E402
 from search.text.lexicon import Lexicon  # noqa: E402
 from search.web import STATIC, static_file  # noqa: E402
 
@@ -73,7 +74,7 @@ def prepare(work: Path, papers: int, words: int) -> Settings:
             {"papers": papers, "words": words}:
         write_corpus(SyntheticConfig(n_papers=papers, words_per_paper=words), work / "corpus")
         settings = Settings(data_dir=data)
-        index_corpus([work / "corpus" / "corpus.jsonl"], settings)
+        index_corpus([work / "corpus" / "corpus.jsonl"], Services.open(settings))
         Lexicon(bundled_genes()).save(data / "lexicon.tsv")
         (data / "bench_ready.json").write_text(json.dumps({"papers": papers, "words": words}))
     return Settings(data_dir=data)

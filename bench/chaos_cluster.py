@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -137,10 +138,8 @@ class Cluster:
     def rss(self) -> dict[str, int]:
         out = {}
         for n in self.nodes():
-            try:
+            with contextlib.suppress(psutil.Error):
                 out[n.name] = psutil.Process(n.pid).memory_info().rss
-            except psutil.Error:
-                pass
         return out
 
 
@@ -239,7 +238,7 @@ async def call(stats: Stats, c: aiohttp.ClientSession, base: str, tool: str, met
             async with c.request(method, base + path, headers=headers, **kw) as r:
                 raw = await r.read()
                 status, retry_after = r.status, r.headers.get("Retry-After")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (aiohttp.ClientError, TimeoutError) as e:
             stats.unexpected[f"{tool}: {type(e).__name__}"] += 1
             return 0, None
         ms = (time.monotonic() - t) * 1000
@@ -356,8 +355,8 @@ def phase_latency(stats: Stats, windows: list[tuple[float, float]], first_kill: 
 
 
 # ---- the run ------------------------------------------------------------------------------------------------------
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--cluster-url", help="the first node of a running three-node cluster (needs --cluster-home)")
     ap.add_argument("--cluster-home", type=Path, help="its FLYSIFT_NODE_HOME (the nodes file: pids, to kill)")
     ap.add_argument("--port", type=int, default=int(os.environ.get("FLYSIFT_NODE_PORT", "9230")),
@@ -372,44 +371,83 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("bench-work/chaos"))
     ap.add_argument("--out", type=Path)
     ap.add_argument("--check", action="store_true", help="exit 1 unless the three error counts are 0")
-    args = ap.parse_args()
+    return ap
 
+
+def _open_cluster(ap: argparse.ArgumentParser, args: argparse.Namespace, stack: ExitStack,
+                  result: dict[str, Any]) -> tuple[Cluster, list[Node]]:
+    """The given three-node cluster, or three nodes started here (stopped when ``stack`` closes)."""
+    if args.cluster_url:
+        if not args.cluster_home:
+            ap.error("--cluster-url needs --cluster-home (the FLYSIFT_NODE_HOME of start.sh: pids to kill)")
+        cluster = Cluster(args.cluster_home, int(args.cluster_url.rsplit(":", 1)[1].split("/")[0]))
+    else:
+        cluster = Cluster((args.work / "cluster").resolve(), args.port)
+        stack.callback(cluster.stop)
+        cluster.start()
+        result["cluster_start_seconds"] = cluster.start_seconds
+    nodes = cluster.nodes()
+    if len(nodes) != 3:
+        raise SystemExit(f"chaos: the cluster at {cluster.home} has {len(nodes)} nodes; it needs three")
+    return cluster, nodes
+
+
+def _serve(args: argparse.Namespace, stack: ExitStack, urls: str, prefix: str,
+           genes: list) -> tuple[list[str], list[subprocess.Popen]]:
+    """Two ``flysift serve`` processes on the cluster store, warmed up (a session each, so lazy loads are not
+    timed); stopped when ``stack`` closes."""
+    data = args.work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    Lexicon(genes).save(data / "lexicon.tsv")
+    env = {**os.environ, "FLYSIFT_DATA_DIR": str(data), "FLYSIFT_AUTH": "false", "FLYSIFT_CLUSTER_URL": urls,
+           "FLYSIFT_CLUSTER_INDEX_PREFIX": prefix, "FLYSIFT_SESSION_STORE": "cluster"}
+    apis = [f"http://127.0.0.1:{args.api_port + k}" for k in range(2)]
+    procs = [stack.enter_context(served([*flysift_command(), "serve", "--port", str(args.api_port + k),
+                                         "--workers", "1"], apis[k] + "/v1/health", env=env))
+             for k in range(2)]
+    for api in apis:
+        with httpx.Client(base_url=api, timeout=60) as c:
+            sid = c.post("/v1/sessions", json={"gene": genes[0].id, "team": "warmup"}).json()["id"]
+            c.post("/v1/papers/search", json={"query": "expression"}, headers={"X-Session-Id": sid})
+    return apis, procs
+
+
+def _drop_indices(cluster: Cluster, nodes: list[Node], prefix: str) -> None:
+    """The run's indices go; the cluster stays as it was found."""
+    try:
+        names = cluster.call(f"/{prefix}-*/_settings/index.uuid")
+        if names:
+            httpx.delete(f"{nodes[0].url}/{','.join(sorted(names))}", timeout=60)
+    except Exception as e:
+        say(f"could not delete the indices of {prefix}: {e}")
+
+
+def _report(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    if args.check and (result["unexpected_errors"] or result["budget_mismatches"] or result["trace_gaps"]
+                       or result.get("chaos_error") or len(result["kills"]) != 2):
+        say("FAILED: unexpected errors, budget mismatches or trace gaps (see the JSON)")
+        raise SystemExit(1)
+
+
+def main() -> None:
+    ap = _parser()
+    args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     prefix = f"chaos{int(time.time())}"
     result: dict[str, Any] = {"machine": machine(), "agents": args.agents, "papers": args.papers, "prefix": prefix}
     with ExitStack() as stack:
-        if args.cluster_url:
-            if not args.cluster_home:
-                ap.error("--cluster-url needs --cluster-home (the FLYSIFT_NODE_HOME of start.sh: pids to kill)")
-            cluster = Cluster(args.cluster_home, int(args.cluster_url.rsplit(":", 1)[1].split("/")[0]))
-        else:
-            cluster = Cluster((args.work / "cluster").resolve(), args.port)
-            stack.callback(cluster.stop)
-            cluster.start()
-            result["cluster_start_seconds"] = cluster.start_seconds
-        nodes = cluster.nodes()
-        if len(nodes) != 3:
-            raise SystemExit(f"chaos: the cluster at {cluster.home} has {len(nodes)} nodes; it needs three")
+        cluster, nodes = _open_cluster(ap, args, stack, result)
         urls = ",".join(n.url for n in nodes)
         result["node_rss_mib"] = {k: round(v / 2**20) for k, v in cluster.rss().items()}
         say(f"indexing {args.papers} generated papers under prefix {prefix}")
         result["indexing"] = index_corpus(urls, prefix, args.shards, args.papers, args.words)
-
-        data = args.work / "data"
-        data.mkdir(parents=True, exist_ok=True)
         genes = bundled_genes()
-        Lexicon(genes).save(data / "lexicon.tsv")
-        env = {**os.environ, "FLYSIFT_DATA_DIR": str(data), "FLYSIFT_AUTH": "false", "FLYSIFT_CLUSTER_URL": urls,
-               "FLYSIFT_CLUSTER_INDEX_PREFIX": prefix, "FLYSIFT_SESSION_STORE": "cluster"}
-        apis = [f"http://127.0.0.1:{args.api_port + k}" for k in range(2)]
-        procs = [stack.enter_context(served([*flysift_command(), "serve", "--port", str(args.api_port + k),
-                                             "--workers", "1"], apis[k] + "/v1/health", env=env))
-                 for k in range(2)]
-        # warm-up: a session per API process, so lazy loads are not timed
-        for api in apis:
-            with httpx.Client(base_url=api, timeout=60) as c:
-                sid = c.post("/v1/sessions", json={"gene": genes[0].id, "team": "warmup"}).json()["id"]
-                c.post("/v1/papers/search", json={"query": "expression"}, headers={"X-Session-Id": sid})
+        apis, procs = _serve(args, stack, urls, prefix, genes)
         cpu0 = [tree_cpu(psutil.Process(p.pid)) for p in procs]
 
         t0 = time.monotonic()
@@ -503,21 +541,8 @@ def main() -> None:
                             "agents_and_watcher": round(own_cpu, 1)},
             "server_cpu_ms_per_request": round(server_cpu / max(1, len(stats.calls)) * 1000, 2),
             "load_avg_1m_end": round(os.getloadavg()[0], 2)})
-        try:   # the run's indices go; the cluster stays as it was found
-            names = cluster.call(f"/{prefix}-*/_settings/index.uuid")
-            if names:
-                httpx.delete(f"{nodes[0].url}/{','.join(sorted(names))}", timeout=60)
-        except Exception as e:
-            say(f"could not delete the indices of {prefix}: {e}")
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    if args.check and (result["unexpected_errors"] or result["budget_mismatches"] or result["trace_gaps"]
-                       or result.get("chaos_error") or len(result["kills"]) != 2):
-        say("FAILED: unexpected errors, budget mismatches or trace gaps (see the JSON)")
-        raise SystemExit(1)
+        _drop_indices(cluster, nodes, prefix)
+    _report(args, result)
 
 
 def _delta(t: float | None, since: float) -> float | None:

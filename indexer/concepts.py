@@ -23,13 +23,13 @@ from typing import Any
 
 import click
 
-from search.cli.main import data_dir_option, settings_for
-from search.cli.progress import Progress
+from search.cli.options import data_dir_option, settings_for
 from search.core.config import Settings
 from search.core.errors import FlysiftError
-from search.engines import open_engine
+from search.core.names import DEFAULT_COLLECTION
+from search.core.progress import Progress
 from search.ontology.recognise import TASK_ONTOLOGIES, TermRecogniser
-from search.ontology.service import TermService
+from search.services import Services
 
 #: papers between commits (the resume points of an interrupted run)
 COMMIT_EVERY = 200
@@ -92,9 +92,9 @@ def _chunks(groups: Iterator[Group]) -> Iterator[list[Group]]:
         yield batch
 
 
-def load(settings: Settings, names: list[str] | None) -> tuple[TermRecogniser, dict[str, Any], list[str]]:
+def load(services: Services, names: list[str] | None) -> tuple[TermRecogniser, dict[str, Any], list[str]]:
     """The recogniser over the indexed ontologies asked for (default: GO, FBbt, FBdv, those indexed)."""
-    terms = TermService(settings.data_dir)
+    terms = services.terms
     indexed = terms.names()
     wanted = names or [n for n in TASK_ONTOLOGIES["go"] if n in indexed]
     missing = [n for n in wanted if n not in indexed]
@@ -109,18 +109,19 @@ def load(settings: Settings, names: list[str] | None) -> tuple[TermRecogniser, d
     return r.learn_morphology(), onts, wanted
 
 
-def index_concepts(settings: Settings, collection: str = "default", *, ontologies: list[str] | None = None,
+def index_concepts(settings: Settings, collection: str = DEFAULT_COLLECTION, *, ontologies: list[str] | None = None,
                    workers: int | None = None, resume: bool = True,
                    progress: Callable[[int, int | None], None] | None = None,
                    stage: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Recognise and index the concepts of the collection's published build (see the module docstring); returns
     the concept index's meta with the run's figures."""
     t0, c0 = time.perf_counter(), time.process_time()
-    engine = open_engine(settings, collection=collection)
+    services = Services.open(settings)
+    engine = services.engine(collection)
     total = engine.stats().passages
     writer, build = engine.open_concepts(resume=resume)
     try:
-        recogniser, onts, order = load(settings, ontologies)
+        recogniser, onts, order = load(services, ontologies)
         setup = time.perf_counter() - t0
         if stage:
             stage(f"recogniser: {len(recogniser.terms):,} terms of {', '.join(order)} "
@@ -169,7 +170,7 @@ def index_concepts(settings: Settings, collection: str = "default", *, ontologie
 
 @click.command("concepts")
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--ontology", "ontologies", multiple=True,
               help="Ontologies to recognise, in the order that decides between same-named terms [default: go, "
                    "fbbt, fbdv, those indexed]")

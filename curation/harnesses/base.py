@@ -19,6 +19,7 @@ maps it back to the real cursor when the model continues a paper.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -85,10 +86,6 @@ class ToolBox:
         if missing:
             raise LLMError(f"the MCP server does not offer {missing}")
         return cls(server, names, openai_tools(listed[n] for n in names), whole_papers)
-
-    def subset(self, names: Sequence[str]) -> ToolBox:
-        return ToolBox(self.server, names, [s for s in self.specs if s["function"]["name"] in names],
-                       self.whole_papers, self._cursors)
 
     async def call(self, name: str, arguments: dict[str, Any] | str) -> str:
         if not name:
@@ -375,10 +372,8 @@ class Harness:
         usage = {**empty_usage(), **{k: v for k, v in llm.usage.items() if k != "priced"}}
         usage["cost_usd"] = llm.cost_usd
         usage["turns"] = sum(n for s, n in llm.calls_by_stream.items() if s == "agent" or s.startswith("agent:"))
-        try:
+        with contextlib.suppress(ClientError):
             usage["papers_read"] = client.get_session(session_id).budget_used
-        except ClientError:
-            pass
         return usage
 
 

@@ -22,14 +22,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from search.api.deps import BEARER_SCHEME, PUBLIC_PATHS
-from search.api.models import ErrorResponse
 from search.core import names
 from search.core.config import Settings
-from search.core.query import MAX_YEAR
-from search.ontology import service as terms
-from search.retrieval.exports import MEDIA_TYPES, TREC_NAME
+from search.core.names import TREC_NAME
+from search.core.query import MAX_FRAGMENT_CHARS, MAX_FRAGMENTS, MAX_TAG_CHARS, MAX_YEAR
+from search.retrieval.exports import MEDIA_TYPES
+from search.schema.errors import ErrorResponse
 from search.sessions.keys import TEAM_NAME
-from search.text.highlight import MAX_FRAGMENT_CHARS, MAX_FRAGMENTS, MAX_TAG_CHARS
 from search.text.term_search import ID_QUERY_RE  # the term service's rule for what a term id looks like
 
 ERROR_REF = "#/components/schemas/ErrorResponse"
@@ -104,7 +103,7 @@ def _anchored(pattern: str) -> str:
 
 def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
     """Bounds of query, path and header parameters by name, from the modules that enforce them."""
-    term_query = {"minLength": 1, "maxLength": terms.MAX_QUERY_CHARS}
+    term_query = {"minLength": 1, "maxLength": settings.max_query_chars}
     # ``team`` picks whose sessions only with auth off (empty: the caller's own); with auth on it is ignored
     team = {} if settings.auth else {"pattern": f"^(?:{TEAM_NAME.pattern.strip('^$')})?$", "maxLength": 64}
     return {
@@ -114,6 +113,8 @@ def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
         "term_id": {"pattern": _anchored(ID_QUERY_RE.pattern.replace(r"\s*", "")), "maxLength": 200},
         "team": team,
         "q": term_query, "text": term_query, "query": term_query,
+        # a route that declares its own maximum keeps it (sessions, traces, hierarchy lists, the label export)
+        "limit": {"minimum": 1, "maximum": settings.max_page_size},
     }
 
 

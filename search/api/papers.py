@@ -12,17 +12,19 @@ from starlette.responses import StreamingResponse
 
 from search.api.deps import CurrentSession, Search
 from search.api.fast import lean
-from search.api.models import CollectionList, SearchRequest
 from search.api.respond import answer, dump, json_response
-from search.core.errors import DEFAULT_COLLECTION, InvalidRequest, index_missing
+from search.core.errors import InvalidRequest
 from search.core.models import IndexStats, PaperSearchResults, PaperText, PassageSearchResults
+from search.core.names import DEFAULT_COLLECTION, index_missing
+from search.core.query import HighlightSpec
 from search.core.querylang import Syntax
 from search.retrieval import exports
 from search.retrieval.service import SearchService
-from search.sessions.models import ReadCharge, Session
+from search.schema.papers import CollectionList, SearchRequest
+from search.schema.sessions import Session
+from search.sessions.models import ReadCharge
 from search.sessions.policy import search_filters
 from search.sessions.service import SessionService
-from search.text.highlight import HighlightSpec
 
 router = APIRouter(prefix="/v1")
 
@@ -36,9 +38,10 @@ def _sessions(request: Request) -> SessionService:  # read here, not as a depend
 
 
 def _inline(request: Request, body: SearchRequest) -> bool:
-    """A BM25 search on the embedded engine is CPU work on files already open: it runs on the event loop (one worker
-    per core keeps the cores busy); the cluster engine and dense models do I/O and take the hop."""
-    return body.mode == "bm25" and request.app.state.settings.engine_kind == "embedded"
+    """A BM25 search on an engine that searches in process (``Capabilities.in_process``: the embedded engine) is CPU
+    work on files already open: it runs on the event loop (one worker per core keeps the cores busy); a cluster
+    engine and dense models do I/O and take the hop."""
+    return body.mode == "bm25" and _svc(request).engine().capabilities.in_process
 
 
 @router.get("/health", tags=["service"])
@@ -48,7 +51,7 @@ def health(request: Request) -> dict:
 
 
 @router.get("/stats", response_model=IndexStats, tags=["service"])
-def stats(search: Search, collection: str = "default") -> IndexStats:
+def stats(search: Search, collection: str = DEFAULT_COLLECTION) -> IndexStats:
     """Counts of the published build. The default collection answers zeros before it is indexed; any other collection
     without a published build does not exist (404)."""
     st = search.engine(collection).stats()
@@ -156,7 +159,7 @@ def _from_query(params: dict) -> SearchRequest:
 
 
 def _get_params(query: Annotated[str, Query(description="The query (the query language unless syntax=plain)")],
-                limit: int = 10, offset: int = 0, collection: str = "default", year_from: int | None = None,
+                limit: int = 10, offset: int = 0, collection: str = DEFAULT_COLLECTION, year_from: int | None = None,
                 year_to: int | None = None,
                 section: Annotated[list[str] | None, Query(description="Section types (repeat or comma-separate)")]
                 = None,
@@ -201,11 +204,11 @@ def _explicit(body: SearchRequest, request: Request) -> SearchRequest:
 @router.get("/collections", response_model=CollectionList, tags=["service"])
 def collections(search: Search) -> CollectionList:
     """Every collection with a published build: papers, passages, build, index size and the ontologies beside it."""
-    return CollectionList(engine=search.settings.engine_kind, collections=search.collections())
+    return CollectionList(engine=search.engine().name, collections=search.collections())
 
 
 @router.get("/papers/{pmcid}/similar", response_model=PaperSearchResults, tags=["papers"])
-def similar_papers(pmcid: str, search: Search, collection: str = "default",
+def similar_papers(pmcid: str, search: Search, collection: str = DEFAULT_COLLECTION,
                    limit: Annotated[int, Query(ge=1, le=100)] = 10, offset: Annotated[int, Query(ge=0)] = 0,
                    snippets: bool = False, highlight: bool = False) -> PaperSearchResults:
     """Papers like this one (more-like-this): its significant words against the collection, OR-ed; the paper itself
@@ -222,7 +225,7 @@ async def get_paper(pmcid: str, request: Request, session: CurrentSession,
                                                           "selects the abstract")] = None,
                     max_chars: Annotated[int | None,
                                          Query(description="Page size in characters; a cursor continues")] = None,
-                    cursor: str | None = None, collection: str = "default") -> Response:
+                    cursor: str | None = None, collection: str = DEFAULT_COLLECTION) -> Response:
     """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
     X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see
     ``search.sessions.policy``), and cursors are signed for the session that got them."""

@@ -13,12 +13,15 @@ import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import Any
 
 import click
 
 from search.cli.options import data_dir_option, settings_for
 from search.cli.reading import collections, paper, passages, search, similar
+from search.core.config import Settings
 from search.core.errors import FlysiftError
+from search.core.names import DEFAULT_COLLECTION
 
 
 class _Group(click.Group):
@@ -29,16 +32,16 @@ class _Group(click.Group):
             self._plugin_cache = {ep.name: ep for ep in entry_points(group="flysift.commands")}
         return self._plugin_cache
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._plugins()))
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         cmd = super().get_command(ctx, name)
         if cmd is None and name in self._plugins():
             cmd = self._plugins()[name].load()
         return cmd
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         from pydantic import ValidationError
 
         try:
@@ -104,26 +107,30 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
                 log_level="info" if access_log else "warning", access_log=access_log)
 
 
-def serve_banner(settings, host: str, port: int, workers: int, access_log: bool) -> str:
+def serve_banner(settings: Settings, host: str, port: int, workers: int, access_log: bool) -> str:
     """What ``serve`` prints before it starts: the URL, the engine, the corpus, the ontologies and the docs."""
-    from search.ontology.service import TermService
-    from search.retrieval.service import SearchService
+    from search.engines import capabilities_of, collection_names
+    from search.services import Services
 
+    services = Services.open(settings)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}"
     try:
-        st = SearchService(settings).engine().stats()
+        st = services.engine().stats()
         corpus = (f"{st.papers:,} papers, {st.passages:,} passages" if st.papers else
                   "no corpus indexed yet: run `flysift demo` or `flysift index corpus`")
     except FlysiftError as exc:
         corpus = f"no corpus indexed yet ({exc.code}): run `flysift demo` or `flysift index corpus`"
-    onts = ", ".join(TermService(settings.data_dir).names()) or "none (`flysift index ontology`)"
+    onts = ", ".join(services.terms.names()) or "none (`flysift index ontology`)"
+    local = collection_names(settings) if capabilities_of(settings).local_builds else []   # a cluster is never outdated
+    warnings = [f"  warning: {why}" for c in local if (why := services.engine(c).outdated())]
     return "\n".join([
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
-        f"  engine: {settings.engine_kind}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
+        f"  engine: {services.engine().name}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
         f"  workbench: {url}/ (search, papers, terms, sessions{', runs' if settings.runs_dir else ''}); "
         f"docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
         f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
+        *warnings,
     ])
 
 
@@ -141,12 +148,12 @@ for _command in (search, passages, paper, similar, collections):
 
 @main.command()
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 def stats(data_dir: Path | None, collection: str) -> None:
     """Print index statistics as JSON."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    click.echo(json.dumps(SearchService(settings_for(data_dir)).engine(collection).stats().model_dump(), indent=2))
+    click.echo(json.dumps(Services.open(settings_for(data_dir)).engine(collection).stats().model_dump(), indent=2))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,8 +10,8 @@ import click
 
 from search.client import AsyncClient, Client, ClientError
 from search.mcp.server import build_server
-from search.ontology.hidden import spec_from_text
-from search.sessions.models import Session
+from search.schema.hidden import spec_from_text
+from search.schema.sessions import Session
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 

@@ -18,6 +18,7 @@ import click
 from search.cli.options import data_dir_option, echo_json, settings_for
 from search.cli.render import MARK_OFF, MARK_ON, marked, paragraph, styled, table
 from search.cli.supplements import where
+from search.core.names import DEFAULT_COLLECTION
 
 FORMATS = ("csv", "tsv", "ris", "bibtex", "jsonl", "trec")
 
@@ -43,7 +44,7 @@ def search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         data_dir_option,
         click.option("--limit", "-n", type=int, default=10, show_default=True),
         click.option("--offset", type=int, default=0),
-        click.option("--collection", default="default", show_default=True),
+        click.option("--collection", default=DEFAULT_COLLECTION, show_default=True),
         click.option("--year-from", type=int),
         click.option("--year-to", type=int),
         click.option("--section", "sections", multiple=True, help="Only papers with / passages in this section type "
@@ -104,7 +105,7 @@ def _print_facets(facets: dict[str, dict[str, int]] | None) -> None:
 
 
 def _spec() -> Any:
-    from search.text.highlight import HighlightSpec
+    from search.core.query import HighlightSpec
 
     return HighlightSpec(pre_tag=MARK_ON, post_tag=MARK_OFF, fragment_size=200, number_of_fragments=1)
 
@@ -123,10 +124,10 @@ def search(query: str, data_dir: Path | None, limit: int, offset: int, collectio
     flysift search 'title:BRCA2 year:2005..'    BRCA2 in the title, 2005 or later
     flysift search '"wing disc" AND (Dpp OR Wg)' --facets
     flysift search Su(H) --format ris > su-h.ris"""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
     settings = settings_for(data_dir)
-    svc = SearchService(settings)
+    svc = Services.open(settings).search
     names, foldable, compounds = _lexicon_sets(settings, gene)
     filters = _filters(year_from, year_to, sections, source)
     if fmt:
@@ -173,10 +174,10 @@ def passages(query: str, data_dir: Path | None, limit: int, offset: int, collect
              explain: bool, facets: bool, fmt: str | None, max_hits: int | None, no_color: bool,
              as_json: bool) -> None:
     """Search evidence passages (paragraphs with stable ids and offsets), with their papers' titles."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
     settings = settings_for(data_dir)
-    svc = SearchService(settings)
+    svc = Services.open(settings).search
     names, foldable, compounds = _lexicon_sets(settings, gene)
     filters = _filters(year_from, year_to, sections, source)
     if fmt:
@@ -210,7 +211,7 @@ def passages(query: str, data_dir: Path | None, limit: int, offset: int, collect
 @click.command()
 @click.argument("pmcid")
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--section", "sections", multiple=True, help="Only this section (abstract, intro, results…; "
                                                            "repeatable)")
 @click.option("--query", "-q", help="Mark this query's matches (the query language)")
@@ -223,12 +224,12 @@ def paper(pmcid: str, data_dir: Path | None, collection: str, sections: tuple[st
     """Read a paper: sections with their headings, each passage with its id, the query's matches and the gene's
     names marked."""
     from search.retrieval.boolean import SECTION_NAMES
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
     settings = settings_for(data_dir)
     names, foldable, compounds = _lexicon_sets(settings, gene)
     wanted = [SECTION_NAMES.get(s.lower(), s.upper()) for s in sections] or None
-    view = SearchService(settings).paper_view(pmcid, collection=collection, sections=wanted, query=query,
+    view = Services.open(settings).search.paper_view(pmcid, collection=collection, sections=wanted, query=query,
                                               expansions=names, foldable=foldable, compounds=compounds)
     if as_json:
         echo_json(view)
@@ -255,15 +256,15 @@ def paper(pmcid: str, data_dir: Path | None, collection: str, sections: tuple[st
 @click.command()
 @click.argument("pmcid")
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--limit", "-n", type=int, default=10, show_default=True)
 @click.option("--no-color", is_flag=True, help="No bold/colour even on a terminal")
 @click.option("--json", "as_json", is_flag=True, help="Print the REST response body (GET /v1/papers/ID/similar)")
 def similar(pmcid: str, data_dir: Path | None, collection: str, limit: int, no_color: bool, as_json: bool) -> None:
     """Papers like this one (more-like-this): its significant words against the collection."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    res = SearchService(settings_for(data_dir)).more_like_this(pmcid, collection=collection, limit=limit,
+    res = Services.open(settings_for(data_dir)).search.more_like_this(pmcid, collection=collection, limit=limit,
                                                                highlight=_spec())
     if as_json:
         echo_json(res)
@@ -285,12 +286,12 @@ def similar(pmcid: str, data_dir: Path | None, collection: str, limit: int, no_c
 @click.option("--json", "as_json", is_flag=True, help="Print the REST response body (GET /v1/collections)")
 def collections(data_dir: Path | None, as_json: bool) -> None:
     """The collections with a published build: papers, passages, build, index size."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    settings = settings_for(data_dir)
-    found = SearchService(settings).collections()
+    services = Services.open(settings_for(data_dir))
+    found = services.search.collections()
     if as_json:
-        echo_json({"engine": settings.engine_kind, "collections": [c.model_dump() for c in found]})
+        echo_json({"engine": services.engine().name, "collections": [c.model_dump() for c in found]})
         return
     rows = [{"name": c.name, "papers": f"{c.papers:,}", "passages": f"{c.passages:,}", "build": c.build or "",
              "size": f"{c.index_bytes / 2**20:.1f} MiB", "ontologies": ", ".join(c.ontologies)} for c in found]

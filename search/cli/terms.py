@@ -30,11 +30,9 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
     # one query in a short-lived process: OpenBLAS's thread pool (started when numpy is imported) costs ~60 ms of CPU
     # and nothing here multiplies matrices large enough to use it
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from search.engines import open_engine
-    from search.ontology.service import TermService
+    from search.services import Services
 
-    settings = settings_for(data_dir)
-    svc = TermService(settings.data_dir, engine=open_engine(settings))
+    svc = Services.open(settings_for(data_dir)).terms
     if resolve:
         found = svc.resolve_description(query, ontology, aspect=aspect, limit=limit, hidden=hidden,
                                         hidden_descendants=hidden_descendants)

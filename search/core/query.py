@@ -218,3 +218,24 @@ class EngineQuery(Model):
 
         walk(self.tree)
         return list(dict.fromkeys(out))
+
+
+# ---- highlight settings (search.text.highlight makes the fragments) ------------------------------------------------
+
+MAX_TAG_CHARS = 64
+MAX_FRAGMENT_CHARS = 2000
+MAX_FRAGMENTS = 20
+
+
+class HighlightSpec(Model):
+    """What a search request's ``highlight`` asks for (``true`` is all defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pre_tag: str = Field("<em>", max_length=MAX_TAG_CHARS, description="Put before each matched word")
+    post_tag: str = Field("</em>", max_length=MAX_TAG_CHARS, description="Put after each matched word")
+    fragment_size: int = Field(150, ge=20, le=MAX_FRAGMENT_CHARS, description="Characters per fragment (about: "
+                               "fragments start and end at word boundaries)")
+    number_of_fragments: int = Field(3, ge=0, le=MAX_FRAGMENTS, description="Fragments per field, best first by "
+                                     "matches, returned in text order; 0: the whole field")
+    encoder: Literal["default", "html"] = Field("default", description="html: escape the text around the tags")

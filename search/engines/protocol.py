@@ -5,12 +5,18 @@ the live index atomically (a killed build leaves the previous one serving). Read
 from an ``EngineQuery``, paper fetch, a scan of every passage (the dense index embeds them), stats and whether an
 index exists. Ontology terms live in their own per-ontology index, replaced as a whole by ``write_terms`` and
 searched by ``search_terms`` as ``search.text.term_search`` defines it, identically in every engine.
+
+Code above the engines never asks which engine it has: it reads the engine's :class:`Capabilities`, and what must
+live beside a published build (the dense index, ``search.engines.dense``) reaches the build's folder through
+``Engine.published_files``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Protocol
 
 from search.core.models import (
     ConceptMention,
@@ -25,9 +31,31 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.query import EngineQuery
+from search.core.query import EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk
-from search.text.highlight import HighlightSpec
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do, for the code above it that must choose (never a branch on the engine's name)."""
+
+    #: a published build is a folder of this machine's data directory (``Engine.published_files``): files that
+    #: belong to one build (the dense index) can live beside it
+    local_builds: bool
+    #: a search is CPU work on files this process has open, with no network wait: the API may answer it on the event
+    #: loop instead of a worker thread
+    in_process: bool
+    #: the index is shared by every machine that serves it: sessions default to a store they share as well
+    shared: bool
+    #: BM25's k1 and b can be set per collection (field weights work in every engine)
+    bm25_params: bool
+
+
+class PublishedBuild(NamedTuple):
+    """The published build of a collection: its id and its folder (what lives there belongs to this build alone)."""
+
+    build: str
+    path: Path
 
 
 class Build(Protocol):
@@ -79,7 +107,7 @@ class VectorWriter(Protocol):
 
 class VectorStore(Protocol):
     """An engine's own passage vectors and their nearest-neighbour search (the cluster's k-NN). The embedded engine
-    has none: its dense index is files beside its builds (``search.retrieval.dense``)."""
+    has none: its dense index is files beside its builds (``search.engines.dense``)."""
 
     def writer(self, meta: dict[str, Any], *, resume: bool = True) -> VectorWriter:
         """A writer of vectors for the published build; ``meta`` names model, dim, backend and dtype (a resumed run
@@ -137,7 +165,11 @@ class TermEngine(Protocol):
 
 
 class Engine(TermEngine, Protocol):
+    #: a label for people (health, stats, banners); code chooses by ``capabilities``
     name: str
+    capabilities: Capabilities
+    #: the collection this engine serves
+    collection: str
 
     def open_build(self, fingerprint: str, resume: bool = True) -> Build: ...
 
@@ -201,6 +233,18 @@ class Engine(TermEngine, Protocol):
 
     def has_index(self) -> bool:
         """Whether the collection has a published build (health answers with it; no error when it has none)."""
+
+    def outdated(self) -> str | None:
+        """Why the published build should be rewritten (an on-disk layout this engine reads only for now, to stop
+        reading after a deprecation): one line naming ``flysift upgrade``; None when it is current or absent."""
+
+    def scan_papers(self) -> Iterator[Paper]:
+        """Every paper of the published build (``flysift upgrade`` rewrites an outdated build from them); only asked
+        of an engine whose ``outdated()`` said so."""
+
+    def published_files(self) -> PublishedBuild:
+        """The published build's id and folder, for an engine with ``capabilities.local_builds`` (others raise
+        ``NotImplementedError``); ``IndexMissing`` before the first publish. The folder changes with every publish."""
 
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """k1, b and field weights that searches of ``kind`` run under now (``explain``, ``stats``): the published

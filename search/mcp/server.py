@@ -19,15 +19,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
 from search.client import AsyncClient, ClientError, awaited
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
 from search.core.supplements import SupplementPlace
-from search.ontology.hidden import hidden_query
-from search.sessions.models import Session
+from search.schema.hidden import hidden_query
+from search.schema.sessions import Session
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("flysift.mcp")
 
@@ -377,7 +380,7 @@ SYNTAX_NOTE = (" Searches read the query language: +word must match, -word must 
                "parentheses, \"phrases\", title:, abstract:, gene:, year:2005..2010, section:results.")
 
 
-def build_server(api: AsyncClient, session: Session, query_syntax: bool = False):
+def build_server(api: AsyncClient, session: Session, query_syntax: bool = False) -> MCPServer:
     """An MCPServer exposing :class:`SessionTools` for ``session``; ``query_syntax`` turns the query language on for
     its searches (off by default: agents keep the plain-text reading, and FlyAOC parity runs never turn it on)."""
     from mcp.server.mcpserver import MCPServer

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from search.core.base import Model
 from search.core.errors import LimitExceeded, PaperNotFound
 from search.core.models import CollectionInfo, PaperSearchResults, PassageHit
-from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters
+from search.core.names import DEFAULT_COLLECTION
+from search.core.query import BoolNode, Clause, EngineQuery, FilterNode, Filters, HighlightSpec
 from search.core.querylang import Syntax
 from search.engines import collection_names
 from search.retrieval import exports
 from search.retrieval.boolean import Reading
 from search.text.analysis import is_stop_word, stem, word_spans
-from search.text.highlight import Highlighters, HighlightSpec
+from search.text.highlight import Highlighters
 from search.text.passages import split_passages
 
 if TYPE_CHECKING:
@@ -80,11 +81,11 @@ class BrowseService:
     settings: Settings
 
     if TYPE_CHECKING:
-        def engine(self, collection: str = "default") -> Engine: ...
+        def engine(self, collection: str = DEFAULT_COLLECTION) -> Engine: ...
         def check_query(self, text: str) -> None: ...
         def check_page(self, limit: int, offset: int) -> None: ...
         def check_sections(self, names: Iterable[str] | None) -> list[str] | None: ...
-        def get_paper(self, pmcid: str, collection: str = "default") -> Any: ...
+        def get_paper(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> Any: ...
         def read(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
                  known_symbols: frozenset[str] = frozenset(), foldable: frozenset[str] = frozenset(), *,
                  syntax: Syntax = "plain", target: Literal["papers", "passages"] = "papers",
@@ -99,7 +100,7 @@ class BrowseService:
         return limit
 
     def export(self, kind: Literal["papers", "passages"], text: str, fmt: exports.Format, *, limit: int = 1000,
-               filters: Filters | None = None, collection: str = "default", expansions: Iterable[str] = (),
+               filters: Filters | None = None, collection: str = DEFAULT_COLLECTION, expansions: Iterable[str] = (),
                syntax: Syntax = "plain", foldable: frozenset[str] = frozenset(),
                compounds: frozenset[str] = frozenset(), qid: str = "1", tag: str = "flysift",
                concepts: bool = True) -> Iterator[str]:
@@ -120,7 +121,7 @@ class BrowseService:
         return exports.passages(hits, fmt, qid=qid, tag=tag)
 
     # ---- more like this -----------------------------------------------------------------------------------------
-    def significant_terms(self, pmcid: str, collection: str = "default") -> list[dict[str, Any]]:
+    def significant_terms(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> list[dict[str, Any]]:
         """The words that characterise a paper against its collection (see the module docstring), best first."""
         engine = self.engine(collection)
         paper = engine.get_paper(pmcid)
@@ -149,7 +150,7 @@ class BrowseService:
         scored.sort(key=lambda x: (-float(x["weight"]), str(x["token"])))
         return scored[:MAX_QUERY_TERMS]
 
-    def more_like_this(self, pmcid: str, *, collection: str = "default", limit: int = 10, offset: int = 0,
+    def more_like_this(self, pmcid: str, *, collection: str = DEFAULT_COLLECTION, limit: int = 10, offset: int = 0,
                        filters: Filters | None = None, snippets: bool = False,
                        highlight: HighlightSpec | None = None) -> PaperSearchResults:
         """Papers like ``pmcid``: its significant terms OR-ed, the paper itself left out; ``query.terms`` says which
@@ -187,7 +188,7 @@ class BrowseService:
         return out
 
     # ---- reading a paper ----------------------------------------------------------------------------------------
-    def paper_view(self, pmcid: str, *, collection: str = "default", sections: list[str] | None = None,
+    def paper_view(self, pmcid: str, *, collection: str = DEFAULT_COLLECTION, sections: list[str] | None = None,
                    query: str | None = None, expansions: Iterable[str] = (), syntax: Syntax = "query",
                    foldable: frozenset[str] = frozenset(), compounds: frozenset[str] = frozenset()) -> PaperView:
         """A paper by section and passage, with the matches of ``query`` and of the gene names ``expansions``

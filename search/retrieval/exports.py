@@ -18,6 +18,7 @@ from typing import Literal
 
 from search.core.errors import InvalidRequest
 from search.core.models import PaperHit, PassageHit
+from search.core.names import TREC_NAME
 
 Format = Literal["csv", "tsv", "ris", "bibtex", "jsonl", "trec"]
 FORMATS: tuple[str, ...] = ("csv", "tsv", "ris", "bibtex", "jsonl", "trec")
@@ -32,8 +33,6 @@ ACCEPTED: dict[str, str] = {"text/csv": "csv", "text/tab-separated-values": "tsv
 EXTENSIONS = {"csv": "csv", "tsv": "tsv", "ris": "ris", "bibtex": "bib", "jsonl": "jsonl", "trec": "run"}
 PAPER_COLUMNS = ("rank", "pmcid", "pmid", "doi", "year", "journal", "title", "score")
 PASSAGE_COLUMNS = ("rank", "passage_id", "pmcid", "section", "start", "end", "score", "title", "text")
-#: TREC topic ids and run tags: one token
-TREC_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 _BIB_ESCAPES = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "%": r"\%", "&": r"\&", "$": r"\$",
                 "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}

@@ -79,9 +79,9 @@ def query_case(tokens: list[str], known_symbols: frozenset[str] | set[str] = fro
     """
     lettered = [t for t in tokens if _letters(t)]
     unknown = [t for t in lettered if t not in known_symbols]
-    if not any(c.islower() for t in unknown for c in t) and any(len(_letters(t)) >= 2 for t in unknown):
-        if len(lettered) >= 2 or (len(unknown) == 1 and unknown[0].isalpha() and len(unknown[0]) >= CAPITAL_WORD):
-            return "capitals"
+    if not any(c.islower() for t in unknown for c in t) and any(len(_letters(t)) >= 2 for t in unknown) and \
+            (len(lettered) >= 2 or (len(unknown) == 1 and unknown[0].isalpha() and len(unknown[0]) >= CAPITAL_WORD)):
+        return "capitals"
     alpha = [t for t in tokens if _letters(t)]
     if len(alpha) < TITLE_MIN_WORDS or not all(t[:1].isupper() for t in alpha):
         return "as written"

@@ -24,20 +24,19 @@ from search.core.models import (
     PassageSearchResults,
     Section,
 )
-from search.core.names import PATTERNS, check_collection
-from search.core.query import EngineQuery, Filters
+from search.core.names import DEFAULT_COLLECTION, PATTERNS, check_collection
+from search.core.query import EngineQuery, Filters, HighlightSpec
 from search.core.querylang import Syntax, parse
 from search.core.supplements import SupplementList, SupplementRead
 from search.engines import Engine, open_engine
+from search.engines.dense import DenseIndex
 from search.retrieval import supplements
 from search.retrieval.boolean import Reading, Target, positive_text, read_query
 from search.retrieval.browse import BrowseService
 from search.retrieval.cursors import CursorSigner, load_secret
-from search.retrieval.dense import DenseIndex
 from search.retrieval.fusion import rrf
 from search.retrieval.planner import describe, explain, gene_in_title, plan
 from search.retrieval.vectors import EngineDenseIndex
-from search.text.highlight import HighlightSpec
 from search.text.passages import split_passages
 
 COLLECTION_NAME = PATTERNS["collection"]   # one home: search.core.names (use fullmatch)
@@ -78,22 +77,23 @@ class SearchService(BrowseService):
                                                         self.settings.data_dir))
             return self._signer
 
-    def engine(self, collection: str = "default") -> Engine:
+    def engine(self, collection: str = DEFAULT_COLLECTION) -> Engine:
         check_collection(collection)
         with self._lock:
             if collection not in self._engines:
                 self._engines[collection] = open_engine(self.settings, collection=collection)
             return self._engines[collection]
 
-    def dense(self, collection: str = "default") -> DenseIndex | EngineDenseIndex:
-        """The collection's dense index (loaded lazily; raises ``DenseUnavailable`` on search when not built): the
-        FAISS files beside an embedded build, or the engine's own vector store (the cluster's k-NN)."""
+    def dense(self, collection: str = DEFAULT_COLLECTION) -> DenseIndex | EngineDenseIndex:
+        """The collection's dense index (loaded lazily; ``DenseUnavailable`` on search when it is not built): the
+        engine's own vector store (the cluster's k-NN), else the FAISS files beside a local build (``DenseUnavailable``
+        at once for an engine that has neither)."""
         engine = self.engine(collection)  # validates the name
         with self._lock:
             if collection not in self._dense:
                 store = engine.vector_store()
                 self._dense[collection] = (EngineDenseIndex(store, self.settings.data_dir, collection)
-                                           if store is not None else DenseIndex(self.settings.data_dir, collection))
+                                           if store is not None else DenseIndex(engine, self.settings.data_dir))
             return self._dense[collection]
 
     # ---- limits -----------------------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class SearchService(BrowseService):
         return out
 
     def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
-                      snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
+                      snippets: bool = False, collection: str = DEFAULT_COLLECTION, expansions: Iterable[str] = (),
                       known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
                       explain_plan: bool = False, foldable: frozenset[str] = frozenset(), syntax: Syntax = "plain",
                       highlight: HighlightSpec | None = None, facets: Iterable[str] = (),
@@ -198,7 +198,7 @@ class SearchService(BrowseService):
         return res
 
     def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
-                        snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
+                        snippets: bool = True, collection: str = DEFAULT_COLLECTION, expansions: Iterable[str] = (),
                         known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
                         explain_plan: bool = False, foldable: frozenset[str] = frozenset(), syntax: Syntax = "plain",
                         highlight: HighlightSpec | None = None, facets: Iterable[str] = (),
@@ -239,14 +239,14 @@ class SearchService(BrowseService):
         return res
 
     # ---- supplementary files ------------------------------------------------------------------------------------
-    def supplements(self, pmcid: str, collection: str = "default") -> SupplementList:
+    def supplements(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> SupplementList:
         """The registry of a paper's supplementary files (``search.retrieval.supplements``)."""
         paper = self.get_paper(pmcid, collection)
         return SupplementList(pmcid=paper.pmcid, files=paper.supplements)
 
     def read_supplement(self, pmcid: str, file: str, *, part: str | None = None, start: int | None = None,
                         limit: int | None = None, max_chars: int | None = None,
-                        collection: str = "default") -> SupplementRead:
+                        collection: str = DEFAULT_COLLECTION) -> SupplementRead:
         """A page of one part (sheet, table, text, pages) of a paper's supplementary file."""
         paper = self.get_paper(pmcid, collection)
         entry = supplements.find_file(paper, file)
@@ -254,14 +254,14 @@ class SearchService(BrowseService):
                                      start=start, limit=limit, max_chars=max_chars)
 
     # ---- reading ----------------------------------------------------------------------------------------------
-    def get_paper(self, pmcid: str, collection: str = "default") -> Paper:
+    def get_paper(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> Paper:
         paper = self.engine(collection).get_paper(pmcid)
         if paper is None:
             raise PaperNotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
         return paper
 
     def paper_text(self, pmcid: str, *, sections: list[str] | None = None, max_chars: int | None = None,
-                   cursor: str | None = None, collection: str = "default", reader: str = "") -> PaperText:
+                   cursor: str | None = None, collection: str = DEFAULT_COLLECTION, reader: str = "") -> PaperText:
         """A page of a paper's text: at most ``max_chars`` characters of paragraphs, then a cursor to continue.
 
         Paragraphs are never reordered; one longer than the page is cut and continued on the next page. Cursors are

@@ -1,5 +1,5 @@
 """Dense search over an engine's own vector store (``Engine.vector_store``: the cluster's k-NN), with the same
-encoder, texts, filters and paper ranking as the embedded FAISS index of ``search.retrieval.dense``, so that the
+encoder, texts, filters and paper ranking as the FAISS index of ``search.engines.dense``, so that the
 service fuses dense and BM25 lists the same way whichever engine holds the vectors.
 
 ``build_vectors`` embeds every passage of the published build (title + passage, batches sorted by length, the
@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from search.core.errors import FlysiftError, IndexMissing, LimitExceeded
+from search.core.errors import DenseUnavailable, FlysiftError, IndexMissing, LimitExceeded
+from search.core.names import DEFAULT_COLLECTION
 from search.core.query import Filters
 from search.engines import Engine, VectorStore
-from search.retrieval.dense import (
+from search.engines.dense import (
     CHUNK,
-    DenseUnavailable,
     _passages,
     _require_extra,
     _threads,
@@ -35,13 +35,14 @@ from search.retrieval.dense import (
 )
 
 
-def build_any(data_dir: Path | str, collection: str, engine: Engine, **kw: Any) -> dict[str, Any]:
-    """The collection's dense index wherever its engine keeps it: ``build_vectors`` into the engine's vector store,
-    else ``build_dense``'s FAISS files beside the embedded build (same arguments, same meta)."""
+def build_any(engine: Engine, data_dir: Path | str, **kw: Any) -> dict[str, Any]:
+    """The dense index of ``engine``'s collection wherever the engine keeps it: ``build_vectors`` into its vector
+    store, else ``build_dense``'s FAISS files beside its local build (same arguments, same meta); ``data_dir`` keeps
+    the encoder's ONNX exports."""
     store = engine.vector_store()
     if store is None:
-        return build_dense(data_dir, collection, engine=engine, **kw)
-    return build_vectors(engine, store, collection, data_dir, **kw)
+        return build_dense(engine, data_dir, **kw)
+    return build_vectors(engine, store, engine.collection, data_dir, **kw)
 
 
 Row = tuple[str, str, str, int | None, list[str]]
@@ -73,19 +74,10 @@ def _rows(engine: Engine) -> Iterator[tuple[Row, str]]:
         yield from out()
 
 
-def build_vectors(engine: Engine, store: VectorStore, collection: str, data_dir: Path | str, *,
-                  batch_size: int | None = None, progress: Callable[[int, int], None] | None = None,
-                  model: str | None = None, resume: bool = True, max_passages: int | None = None,
-                  device: str | None = None, backend: str | None = None,
-                  announce: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Embed every published passage of ``engine`` into ``store``; the arguments and the returned meta are those of
-    ``search.retrieval.dense.build_dense``."""
-    import numpy as np
-
-    _require_extra()
+def _passages_to_embed(engine: Engine, collection: str, batch_size: int | None, max_passages: int | None) -> int:
+    """The published build's passage count, once the arguments and the build are checked."""
     if batch_size is not None and batch_size < 1:
         raise LimitExceeded(f"batch_size must be positive (got {batch_size}).", details={"field": "batch_size"})
-    kind_backend, kind_device, dtype = resolve_encoder(device, backend)
     total = engine.stats().passages
     if total == 0 and not engine.has_index():
         raise IndexMissing(f"Collection {collection!r} has no published build: run `flysift index corpus …` first.")
@@ -93,6 +85,21 @@ def build_vectors(engine: Engine, store: VectorStore, collection: str, data_dir:
         raise LimitExceeded(f"Collection {collection!r} has {total} passages; building its dense index here is "
                             f"limited to {max_passages}: run `flysift index dense --collection {collection}` instead.",
                             details={"passages": total, "max": max_passages})
+    return total
+
+
+def build_vectors(engine: Engine, store: VectorStore, collection: str, data_dir: Path | str, *,
+                  batch_size: int | None = None, progress: Callable[[int, int], None] | None = None,
+                  model: str | None = None, resume: bool = True, max_passages: int | None = None,
+                  device: str | None = None, backend: str | None = None,
+                  announce: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Embed every published passage of ``engine`` into ``store``; the arguments and the returned meta are those of
+    ``search.engines.dense.build_dense``."""
+    import numpy as np
+
+    _require_extra()
+    kind_backend, kind_device, dtype = resolve_encoder(device, backend)
+    total = _passages_to_embed(engine, collection, batch_size, max_passages)
     name = model or model_name()
     t0, cpu0 = time.perf_counter(), time.process_time()
     encoder = load_encoder(name, kind_backend, kind_device, dtype, Path(data_dir))
@@ -159,7 +166,7 @@ def build_vectors(engine: Engine, store: VectorStore, collection: str, data_dir:
 class EngineDenseIndex:
     """``DenseIndex``'s interface over an engine's vector store."""
 
-    def __init__(self, store: VectorStore, data_dir: Path | str, collection: str = "default"):
+    def __init__(self, store: VectorStore, data_dir: Path | str, collection: str = DEFAULT_COLLECTION):
         self.store, self.data_dir, self.collection = store, Path(data_dir), collection
 
     def available(self) -> bool:

@@ -31,21 +31,11 @@ from search.core.errors import InvalidRequest
 from search.core.models import Gene
 from search.core.query import Filters
 from search.flyaoc import groundtruth
+from search.ontology.hidden import spec_ids
 from search.ontology.model import Ontology
-from search.sessions.models import (
-    MAX_NAME_CHARS,
-    BudgetExhausted,
-    Coverage,
-    HiddenSpec,
-    Reservation,
-    Session,
-    SessionClosed,
-    SessionCreate,
-    SupplementsOff,
-    SynonymPolicy,
-    TraceEvent,
-    new_session_id,
-)
+from search.schema.hidden import HiddenSpec
+from search.schema.sessions import MAX_NAME_CHARS, Coverage, Session, SessionCreate, SynonymPolicy, TraceEvent
+from search.sessions.models import BudgetExhausted, Reservation, SessionClosed, SupplementsOff, new_session_id
 from search.text.lexicon import Lexicon
 
 #: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read); reading a
@@ -110,7 +100,7 @@ def hidden_ids_for(session: Session | None, ontology: Ontology | None = None) ->
     """The term ids hidden from this session: its named set plus its ids, with descendants in ``ontology`` when the
     session asks for them. Without a session nothing is hidden."""
     spec = session.hidden_terms if session else None
-    return spec.hidden_ids(ontology) if spec is not None else frozenset()
+    return spec_ids(spec, ontology) if spec is not None else frozenset()
 
 
 # ---- coverage -----------------------------------------------------------------------------------------------------

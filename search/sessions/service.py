@@ -18,19 +18,12 @@ from typing import Any, Protocol, TypeVar
 
 from search.core.config import Settings
 from search.core.errors import FlysiftError, InvalidRequest, NotFound, PaperNotFound, PayloadTooLarge
-from search.flyaoc.validation import ValidationReport, lookup_in, validate_output
+from search.flyaoc.validation import lookup_in, validate_output
 from search.ontology.model import Ontology
+from search.schema.flyaoc import ValidationReport
+from search.schema.sessions import Coverage, Session, SessionCreate, Submission, TraceEvent
 from search.sessions.keys import ApiKey, Forbidden, Principal, check_team_name
-from search.sessions.models import (
-    Coverage,
-    ReadCharge,
-    Session,
-    SessionCreate,
-    Submission,
-    TraceEvent,
-    check_session_id,
-    session_not_found,
-)
+from search.sessions.models import ReadCharge, check_session_id, session_not_found
 from search.sessions.policy import cited_pmcids, clean_names, coverage, hidden_ids_for, new_session, search_expansions
 from search.sessions.store import SessionStore
 from search.text.lexicon import Lexicon

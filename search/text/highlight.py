@@ -19,33 +19,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Literal
 
-from pydantic import ConfigDict, Field
-
-from search.core.base import Model
 from search.core.models import Passage
-from search.core.query import Clause
+from search.core.query import Clause, HighlightSpec
 from search.text.analysis import stem
 from search.text.snippets import Highlighter
-
-MAX_TAG_CHARS = 64
-MAX_FRAGMENT_CHARS = 2000
-MAX_FRAGMENTS = 20
-
-
-class HighlightSpec(Model):
-    """What a search request's ``highlight`` asks for (``true`` is all defaults)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    pre_tag: str = Field("<em>", max_length=MAX_TAG_CHARS, description="Put before each matched word")
-    post_tag: str = Field("</em>", max_length=MAX_TAG_CHARS, description="Put after each matched word")
-    fragment_size: int = Field(150, ge=20, le=MAX_FRAGMENT_CHARS, description="Characters per fragment (about: "
-                               "fragments start and end at word boundaries)")
-    number_of_fragments: int = Field(3, ge=0, le=MAX_FRAGMENTS, description="Fragments per field, best first by "
-                                     "matches, returned in text order; 0: the whole field")
-    encoder: Literal["default", "html"] = Field("default", description="html: escape the text around the tags")
 
 
 def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from search.core.errors import InputError, InvalidRequest, NotFound
 from search.core.models import Gene
@@ -213,9 +213,9 @@ def _bundled() -> Lexicon:
         return Lexicon(read_genes_csv(path))
 
 
-def _open(path: Path, mode: str = "r"):
+def _open(path: Path, mode: str = "r") -> IO[str]:
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.GzipFile(path, mode + "b"), encoding="utf-8", newline="")
     return open(path, mode, encoding="utf-8", newline="")
 
 

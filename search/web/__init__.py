@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import cache
 from importlib.resources import files
 
+from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
@@ -38,7 +39,7 @@ async def static(request: Request) -> Response:
                     headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
 
 
-def install(app) -> None:
+def install(app: FastAPI) -> None:
     """Mount the pages on ``app`` (one call in ``search.api.app.create_app``)."""
     from search.web import pages as p
 

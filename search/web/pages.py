@@ -25,13 +25,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from search.core.errors import FlysiftError, InvalidRequest, LimitExceeded, NotFound
 from search.core.models import ABSTRACT, SECTION_TYPES, Paper, Passage
+from search.core.names import DEFAULT_COLLECTION
 from search.core.query import Filters
 from search.flyaoc.groundtruth import GeneRecord, load_ground_truth
-from search.ontology.service import TermRef, TermService
+from search.ontology.service import TermService
 from search.retrieval.cursors import load_secret
 from search.retrieval.service import SearchService
+from search.schema.sessions import Session
+from search.schema.terms import TermRef
 from search.sessions.keys import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
-from search.sessions.models import Session
 from search.sessions.policy import expansion_names, papers_read_in, trace_coverage
 from search.sessions.service import SessionService
 from search.text.analysis import stem
@@ -258,14 +260,14 @@ class SearchForm:
     page: int = 1
     per: int = 10
     explain: bool = False
-    collection: str = "default"
+    collection: str = DEFAULT_COLLECTION
 
     def params(self, **change: Any) -> dict[str, Any]:
         out = {"q": self.q, "kind": self.kind if self.kind != "papers" else None, "gene": self.gene,
                "policy": self.policy if self.gene and self.policy != "snapshot" else None,
                "year_from": self.year_from, "year_to": self.year_to, "section": self.sections,
                "per": self.per if self.per != 10 else None, "explain": self.explain,
-               "collection": self.collection if self.collection != "default" else None,
+               "collection": self.collection if self.collection != DEFAULT_COLLECTION else None,
                "page": self.page if self.page > 1 else None}
         out.update(change)
         return out
@@ -280,7 +282,8 @@ def read_search_form(request: Request, max_query: int, max_offset: int) -> Searc
                       gene=_param(request, "gene", 200), policy=_choice(request, "policy", POLICIES, "snapshot"),
                       year_from=_int(request, "year_from", 0, 9999), year_to=_int(request, "year_to", 0, 9999),
                       sections=sections, page=_int(request, "page", 1, max_offset // 10 + 1, 1) or 1, per=per,
-                      explain=_flag(request, "explain"), collection=_param(request, "collection", 63) or "default")
+                      explain=_flag(request, "explain"),
+                      collection=_param(request, "collection", 63) or DEFAULT_COLLECTION)
 
 
 def _filters(form: SearchForm) -> Filters | None:
@@ -366,9 +369,9 @@ class Sec:
 def _term_mentions(ctx: Ctx, texts: list[str]) -> list[list[tuple[int, int, str, str]]]:
     """Ontology terms named in a paper's texts, by the term recogniser's one home (``POST /v1/terms/recognise``'s work,
     with its bounds): per text, (start, end, term id, name)."""
-    from search.api.models import RecogniseRequest
     from search.api.terms import recognise
-    from search.ontology.hidden import hidden_query
+    from search.schema.hidden import hidden_query
+    from search.schema.terms import RecogniseRequest
 
     if not ctx.terms.names():
         raise NotFound("No ontology is indexed, so no term can be marked: run `flysift index ontology`.",
@@ -556,7 +559,7 @@ async def term_page(ctx: Ctx) -> Response:
     term_id = ctx.request.path_params["term_id"]
     if len(term_id) > 100:
         raise InvalidRequest("term id: at most 100 characters.", details={"field": "term_id"})
-    collection = _param(ctx.request, "collection", 63) or "default"
+    collection = _param(ctx.request, "collection", 63) or DEFAULT_COLLECTION
     view = await run_in_threadpool(term_view, ctx, term_id, collection)
     return ctx.page("term.html", **view, title=f"{view['term'].id} {view['term'].name}")
 

@@ -20,7 +20,7 @@ from typing import Any
 from search.core.errors import NotFound
 from search.flyaoc.groundtruth import GeneRecord
 from search.flyaoc.predictions import GenePrediction, normalize_synonym, parse_prediction
-from search.sessions.models import TraceEvent
+from search.schema.sessions import TraceEvent
 
 #: run and gene names a listing shows (anything else in the root is ignored)
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

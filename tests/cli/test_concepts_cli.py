@@ -14,9 +14,8 @@ from search.cli.main import main
 from search.core.config import Settings
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 
-from helpers import PAPERS, LiveServer, build_index
+from helpers import PAPERS, LiveServer, build_index, term_service
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -25,7 +24,7 @@ def _data(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     build_index(data)
     ont = Ontology.load(FIX / "mini.obo", "go", cache_dir=tmp_path / "cache")
-    TermService(data).index_ontology(ont, TermIndex(data).write)
+    term_service(data).index_ontology(ont, TermIndex(data).write)
     return data
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from search.cli.progress import Progress
+from search.core.progress import Progress
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -140,7 +140,7 @@ def test_index_dense_progress_as_json_lines(tmp_path, monkeypatch):
     import indexer.dense_cli as dense_cli
     from search.cli.main import main
 
-    def build(_data_dir, _collection, _engine, *, progress, **_kw):
+    def build(_engine, _data_dir, *, progress, **_kw):
         for done in (32, 64, 70):
             progress(done, 70)
         return {"count": 70, "index": "flat", "dim": 384, "seconds": 1.0, "passages_per_s": 70, "build": "b1"}

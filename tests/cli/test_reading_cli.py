@@ -15,9 +15,8 @@ from search.cli.main import main
 from search.cli.render import MARK_ON, marked, paragraph, styled, table, wrap
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 
-from helpers import PAPERS
+from helpers import PAPERS, term_service
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -64,7 +63,7 @@ def test_paper_reads_by_section_with_passage_ids_and_marks(data_dir):
     lines = res.output.splitlines()
     assert lines[0] == PAPERS[0].title and lines[1].startswith(f"{PAPERS[0].pmcid} · 2001 · Dev Biol")
     assert "3 matches marked" in res.output
-    assert ["ABSTRACT", "INTRO", "RESULTS"] == [x for x in lines if x in ("ABSTRACT", "INTRO", "RESULTS")]
+    assert [x for x in lines if x in ("ABSTRACT", "INTRO", "RESULTS")] == ["ABSTRACT", "INTRO", "RESULTS"]
     assert f"[{PAPERS[0].pmcid}:2:0]" in lines
     res = run("paper", PAPERS[0].pmcid, "--section", "results", "--data-dir", str(data_dir))
     assert "INTRO" not in res.output and "Loss of Dl" in res.output
@@ -92,7 +91,7 @@ def test_terms_says_an_alternative_id_is_one(tmp_path):
     obo = tmp_path / "obo"
     obo.mkdir()
     shutil.copy(FIX / "mini.obo", obo / "mini.obo")
-    TermService(data).index_ontology(Ontology.load(obo / "mini.obo", "go", cache_dir=obo), TermIndex(data).write)
+    term_service(data).index_ontology(Ontology.load(obo / "mini.obo", "go", cache_dir=obo), TermIndex(data).write)
     res = run("terms", "GO:0042051", "--data-dir", str(data))
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[0] == "GO:0042051 is an alternative id of GO:0001745 (compound eye morphogenesis)."

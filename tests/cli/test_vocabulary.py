@@ -17,7 +17,8 @@ from search.api.app import create_app
 from search.client import Client
 from search.core.config import Settings
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
+
+from helpers import term_service
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -25,7 +26,7 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures"
 @pytest.fixture
 def go_settings(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("FLYSIFT_ONTOLOGY_CACHE", str(tmp_path / "cache"))
-    TermService(settings.data_dir).index_ontology(Ontology.load(FIX / "mini.obo", "go"))
+    term_service(settings.data_dir).index_ontology(Ontology.load(FIX / "mini.obo", "go"))
     return settings
 
 

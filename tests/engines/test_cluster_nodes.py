@@ -16,8 +16,8 @@ from search.core.models import Gene
 from search.core.query import Filters
 from search.engines.cluster.engine import ClusterEngine
 from search.retrieval.planner import plan
+from search.schema.sessions import Session
 from search.sessions.cluster_store import ClusterStore
-from search.sessions.models import Session
 from search.text.passages import split_passages
 
 from helpers import PAPERS, ClusterNode

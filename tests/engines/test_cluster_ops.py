@@ -13,8 +13,8 @@ from search.core.errors import FlysiftError, NotFound
 from search.core.models import Gene
 from search.engines.cluster.engine import ClusterEngine
 from search.engines.cluster.snapshots import ensure_repository, repository_name
+from search.schema.sessions import Session, TraceEvent
 from search.sessions.cluster_store import ClusterStore
-from search.sessions.models import Session, TraceEvent
 from search.text.passages import split_passages
 
 from helpers import PAPERS, ClusterNode, needs_extra

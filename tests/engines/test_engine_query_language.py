@@ -13,9 +13,9 @@ import pytest
 
 from search.core.config import Settings
 from search.core.models import Paper, Section
+from search.core.query import HighlightSpec
 from search.engines import Engine, collection_names
 from search.retrieval.service import SearchService
-from search.text.highlight import HighlightSpec
 from search.text.passages import split_passages
 
 from helpers import PAPERS, cluster_flavours, find_cluster_node
@@ -270,7 +270,7 @@ def _with_concepts(settings: Settings) -> SearchService:
     publish(svc.engine(), CONCEPT_PAPERS)
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     ont = Ontology.load(fixtures / "mini.obo", "go", cache_dir=settings.data_dir / "obo-cache")
-    TermService(settings.data_dir).index_ontology(ont, TermIndex(settings.data_dir).write)
+    TermService(settings.data_dir, svc.engine()).index_ontology(ont, TermIndex(settings.data_dir).write)
     meta = index_concepts(settings, workers=1)
     # nuclear lumen, compound eye morphogenesis ×2, nucleus ×2, organelle
     assert (meta["papers"], meta["ontologies"]) == (3, ["go"]) and meta["mentions"] == 6

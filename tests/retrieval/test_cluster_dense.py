@@ -13,10 +13,11 @@ import pytest
 from search.core.config import Settings
 from search.core.errors import DenseUnavailable
 from search.core.query import Filters
+from search.engines import open_local
 from search.engines.cluster.engine import ClusterEngine
 from search.engines.cluster.knn import ClusterVectors, missing_plugin
+from search.engines.dense import build_dense
 from search.retrieval import vectors
-from search.retrieval.dense import build_dense
 from search.retrieval.service import SearchService
 from search.text.passages import split_passages
 
@@ -66,7 +67,7 @@ def test_dense_modes_before_a_vector_build_are_409(cluster_settings: Settings):
 def embedded_dense(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("dense") / "data"
     build_index(data_dir)
-    build_dense(data_dir)
+    build_dense(open_local(data_dir), data_dir)
     return SearchService(Settings(data_dir=data_dir, engine="embedded"))
 
 
@@ -80,7 +81,7 @@ FILTERS = [None, Filters(year_from=2005), Filters(section_types=["RESULTS"]),
 def test_cluster_dense_and_hybrid_answer_as_the_embedded_index(cluster_settings: Settings, embedded_dense):
     engine = ClusterEngine(cluster_settings)
     publish(engine)
-    meta = vectors.build_any(cluster_settings.data_dir, "default", engine)
+    meta = vectors.build_any(engine, cluster_settings.data_dir)
     assert meta["count"] == engine.stats().passages and meta["index"] == "knn-hnsw-lucene"
     svc = SearchService(cluster_settings)
     assert svc.dense().available() and svc.dense().meta()["model"] == meta["model"]
@@ -110,8 +111,8 @@ def test_a_build_resumes_and_vectors_of_an_older_build_are_refused(cluster_setti
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        vectors.build_any(cluster_settings.data_dir, "default", engine, batch_size=2, progress=stop_after_two_windows)
-    meta = vectors.build_any(cluster_settings.data_dir, "default", engine, batch_size=2)
+        vectors.build_any(engine, cluster_settings.data_dir, batch_size=2, progress=stop_after_two_windows)
+    meta = vectors.build_any(engine, cluster_settings.data_dir, batch_size=2)
     assert 0 < meta["resumed_from"] < meta["count"] == engine.stats().passages
     assert meta["embedded"] == meta["count"] - meta["resumed_from"]
     prefix = cluster_settings.cluster_index_prefix

@@ -13,7 +13,7 @@ import pytest
 from search.core.errors import Unavailable
 from search.core.models import Gene
 from search.engines.cluster.transport import ClusterRequestError, Transport
-from search.sessions.models import Session, TraceEvent
+from search.schema.sessions import Session, TraceEvent
 
 pytestmark = pytest.mark.cluster
 

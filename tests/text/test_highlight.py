@@ -4,9 +4,9 @@ escaping; the two views (``Dl`` never marks ``dl``)."""
 from __future__ import annotations
 
 from search.core.models import Passage
-from search.core.query import Clause
+from search.core.query import Clause, HighlightSpec
 from search.text.analysis import stem
-from search.text.highlight import Highlighters, HighlightSpec, fragments, paper_highlight, passage_highlight
+from search.text.highlight import Highlighters, fragments, paper_highlight, passage_highlight
 from search.text.snippets import Highlighter
 
 LONG = ("Morphogenesis of the wing disc depends on Dpp. " + "Cells proliferate in the pouch while the hinge grows. " * 6

@@ -11,6 +11,7 @@ import pytest
 from indexer.pipeline import index_corpus
 from search.api.app import create_app
 from search.core.config import Settings
+from search.services import Services
 
 from helpers import SHEET_ONLY_ALLELE, LiveServer, needs_supplement_readers, supplement_package
 
@@ -20,7 +21,7 @@ def web(tmp_path_factory):
     needs_supplement_readers()
     root: Path = tmp_path_factory.mktemp("wb-supp")
     settings = Settings(data_dir=root / "data")
-    index_corpus([supplement_package(root / "pkg")], settings, workers=1)
+    index_corpus([supplement_package(root / "pkg")], Services.open(settings), workers=1)
     with LiveServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         yield c
 

@@ -12,10 +12,9 @@ from search.core.config import Settings
 from search.core.models import Gene, Paper, Section
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 from search.text.lexicon import Lexicon
 
-from helpers import PAPERS, build_index
+from helpers import PAPERS, build_index, term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 XSS_TITLE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> Dl & "N"'
@@ -73,7 +72,7 @@ def build_site(root: Path, go_ids: list[str]) -> Settings:
 
 def index_go(data: Path, cache: Path) -> Ontology:
     ont = Ontology.load(FIX / "mini.obo", "go", cache_dir=cache)
-    TermService(data).index_ontology(ont, TermIndex(data).write)
+    term_service(data).index_ontology(ont, TermIndex(data).write)
     return ont
 
 

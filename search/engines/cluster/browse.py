@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from search.core.errors import FlysiftError
 from search.core.models import ConceptMention, PaperHit, PassageHit
-from search.core.names import is_valid
+from search.core.names import DEFAULT_COLLECTION, is_valid
 from search.core.query import EngineQuery
 from search.engines.cluster.concepts import ConceptIndex, ConceptWriter, concepts_missing
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query
@@ -43,7 +43,7 @@ def collection_names(t: Transport, prefix: str) -> list[str]:
     for info in aliases.values():
         for alias in info.get("aliases", {}):
             if alias == f"{prefix}-papers":
-                names.add("default")
+                names.add(DEFAULT_COLLECTION)
             elif alias.startswith(prefix + "-") and alias.endswith("-papers"):
                 name = alias[len(prefix) + 1:-len("-papers")]
                 if is_valid("collection", name) and not name.startswith("terms-"):

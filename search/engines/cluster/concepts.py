@@ -71,7 +71,7 @@ class ConceptWriter:
             for h in _pages(request, index, {"term": {"kind": "done"}}, ["pmcid", "seq"]):
                 self.done.add(h["_source"]["pmcid"])
             top = request("POST", f"/{index}/_search", {"size": 0, "aggs": {"seq": {"max": {"field": "seq"}}}})
-            self.seq = int((top.get("aggregations", {}).get("seq", {}).get("value") or 0)) + 1
+            self.seq = int(top.get("aggregations", {}).get("seq", {}).get("value") or 0) + 1
         self._lines: list[str] = []
 
     def _exists(self) -> bool:

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from search.core.config import Settings
-from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable, index_missing
+from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable
 from search.core.models import (
     IndexStats,
     Paper,
@@ -45,9 +45,10 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery
+from search.core.names import DEFAULT_COLLECTION, index_missing
+from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
-from search.engines.cluster import snapshots
+from search.engines.cluster import CAPABILITIES, snapshots
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.browse import Browse
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
@@ -80,8 +81,9 @@ from search.engines.cluster.transport import (
     index_exists_error,
 )
 from search.engines.guards import BuildRefused, publish_refusal
+from search.engines.protocol import PublishedBuild
 from search.text.analysis import stem
-from search.text.highlight import Highlighters, HighlightSpec, paper_highlight, passage_highlight
+from search.text.highlight import Highlighters, paper_highlight, passage_highlight
 from search.text.snippets import Highlighter, paper_snippets
 from search.text.term_search import engine_score, term_hit
 
@@ -236,13 +238,14 @@ class ClusterEngine(Browse):
     ``Browse``)."""
 
     name = "cluster"
+    capabilities = CAPABILITIES
 
-    def __init__(self, settings: Settings, collection: str = "default", *, chunk_bytes: int = 5_000_000,
+    def __init__(self, settings: Settings, collection: str = DEFAULT_COLLECTION, *, chunk_bytes: int = 5_000_000,
                  max_retries: int = 10, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
         self.t = Transport(settings)
         self.collection = collection
         self.prefix = settings.cluster_index_prefix
-        self.base = self.prefix if collection == "default" else f"{self.prefix}-{collection}"
+        self.base = self.prefix if collection == DEFAULT_COLLECTION else f"{self.prefix}-{collection}"
         self.builds_index = f"{self.prefix}-builds"
         self.shards, self._replicas = settings.cluster_shards, settings.cluster_replicas
         self.keep = settings.cluster_keep_versions
@@ -611,6 +614,15 @@ class ClusterEngine(Browse):
 
     def has_index(self) -> bool:
         return bool(self._alias_targets(self.alias("papers")))
+
+    def published_files(self) -> PublishedBuild:
+        raise NotImplementedError("a cluster build is a set of indices, not a folder (capabilities.local_builds)")
+
+    def outdated(self) -> str | None:
+        return None   # every build is written with the mappings of this version
+
+    def scan_papers(self) -> Iterator[Paper]:
+        raise NotImplementedError("no cluster build needs rewriting (outdated() is always None)")
 
     def get_paper(self, pmcid: str) -> Paper | None:
         try:

@@ -16,6 +16,7 @@ publishes a build without one until ``flysift index concepts`` runs again. Table
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -114,11 +115,8 @@ class ConceptWriter:
 
     def abort(self) -> None:
         """Stop; what was committed stays for the next run to resume."""
-        with self.lock:
-            try:
-                self.db.close()
-            except sqlite3.Error:
-                pass
+        with self.lock, contextlib.suppress(sqlite3.Error):
+            self.db.close()
 
 
 class ConceptStore:
