@@ -231,6 +231,10 @@ class EmbeddedEngine(Browse):
         assert self._reader is not None  # opened above, or the last attempt raised
         return self._reader
 
+    def vector_store(self) -> None:
+        """None: the embedded engine's dense index is files beside its builds (``search.engines.dense``)."""
+        return None
+
     def has_index(self) -> bool:
         return (self.dir / "CURRENT").exists()
 
