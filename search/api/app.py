@@ -124,7 +124,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.state.terms = services.terms
     app.state.sessions = services.sessions
     app.state.builds = services.builds
-    routers = [papers.router, supplements.router, builds.router, sessions.router, terms.router]
+    routers = [supplements.router, papers.router, builds.router, sessions.router, terms.router]
     _shadowed_methods(app, routers)
     for router in routers:
         app.include_router(router)
