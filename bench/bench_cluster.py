@@ -18,6 +18,8 @@ stops it at the end. Usage::
     python bench/bench_cluster.py --papers 2000 --words 8300                  # what docs/benchmarks.md reports
     python bench/bench_cluster.py --papers 300 --words 1500 --work /tmp/bc   # smoke run
     python bench/bench_cluster.py --corpus /tmp/c --bulk-concurrency 1,default --index-only   # bulk in flight
+    python bench/bench_cluster.py --corpus /tmp/c --index-only --snapshot \
+        --cluster-url $(FLYSIFT_NODES=3 deploy/cluster-local/start.sh) --cluster-home deploy/cluster-local/.node
 """
 
 from __future__ import annotations
@@ -63,17 +65,36 @@ def cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def node_cpu_seconds(pid: int | None) -> float | None:
-    """CPU the node's JVM has used so far (every thread: indexing, merges, GC), or None without its pid."""
+def node_cpu_seconds(pid: int | list[int] | None) -> float | None:
+    """CPU the node's JVM (or the JVMs of several nodes) used so far (every thread: indexing, merges, GC), or None
+    without a pid."""
     if not pid:
         return None
     import psutil
 
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+    total = 0.0
+    for p in pid if isinstance(pid, list) else [pid]:
+        t = psutil.Process(p).cpu_times()
+        total += t.user + t.system
+    return total
 
 
-def index(settings, corpus: Path, node_pid: int | None = None) -> dict:
+def home_pids(home: Path) -> list[int]:
+    """The JVM pids of every node deploy/cluster-local started under ``home`` (its ``nodes`` file)."""
+    return [int(row.split()[2]) for row in (home / "nodes").read_text().splitlines() if row.strip()]
+
+
+def snapshot_round_trip(engine) -> dict:
+    """A snapshot of every index of the prefix and its restore beside the live indices with the switch (the
+    cluster's ``flysift backup``): seconds of each, and what was restored."""
+    snap = engine.create_snapshot()
+    restored = engine.restore_snapshot(snap["snapshot"])
+    return {"snapshot_seconds": snap["seconds"], "restore_seconds": restored["seconds"],
+            "indices": len(snap["indices"]), "documents": snap["documents"], "shards": snap["shards"],
+            "papers_after_restore": engine.stats().papers}
+
+
+def index(settings, corpus: Path, node_pid: int | list[int] | None = None) -> dict:
     from indexer.pipeline import index_corpus
     from search.services import Services
 
@@ -154,6 +175,10 @@ def main() -> None:
     ap.add_argument("--heap", default="1g", help="heap of the local node started when no --cluster-url is given")
     ap.add_argument("--node-pid", type=int, help="pid of the --cluster-url node's JVM, to measure its CPU (the "
                     "node started here is measured anyway)")
+    ap.add_argument("--cluster-home", type=Path, help="FLYSIFT_NODE_HOME of a deploy/cluster-local cluster given with "
+                    "--cluster-url: the CPU and memory of all its nodes are measured")
+    ap.add_argument("--snapshot", action="store_true", help="also time a snapshot of the cluster's indices and its "
+                    "restore (needs path.repo on the nodes, as deploy/cluster-local sets)")
     ap.add_argument("--bulk-concurrency", default="default",
                     help="comma-separated _bulk requests in flight to index the cluster with, one run each, e.g. "
                          "1,default; searches use the last run's index")
@@ -186,7 +211,7 @@ def main() -> None:
                            args.queries)
     texts = [q["query"] for q in queries]
 
-    stop, pid = None, args.node_pid
+    stop, pid = None, home_pids(args.cluster_home) if args.cluster_home else args.node_pid
     url = args.cluster_url
     if not url:
         url, stop, pid = start_node(args.work, args.heap)
@@ -197,6 +222,11 @@ def main() -> None:
                                 cluster_index_prefix="flysift-bench")
         results: dict = {"machine": machine(), "corpus": {**corpus_info, "bytes": corpus.stat().st_size},
                          "cluster": {"url": url, "flavour": args.flavour, "heap": args.heap if stop else None}}
+        if url:
+            probe = ClusterEngine(clu_settings)
+            results["cluster"].update(data_nodes=probe.t.data_nodes(), replicas=probe.replicas,
+                                      shards=probe.shards)
+            probe.close()
         if args.search_only:
             last = json.loads((args.work / "results.json").read_text())
             results["embedded_index"], results["cluster_index"] = last["embedded_index"], last["cluster_index"]
@@ -223,8 +253,12 @@ def main() -> None:
         results["parity"], results["search"] = None, {}
         if not args.index_only:
             measure_search(engines, texts, args.per_client, results)
+        if args.snapshot:
+            print("snapshot and restore…", file=sys.stderr)
+            results["snapshot"] = snapshot_round_trip(cluster)
         if pid:
-            results["cluster"]["node_rss"] = psutil.Process(pid).memory_info().rss
+            results["cluster"]["node_rss"] = sum(psutil.Process(p).memory_info().rss
+                                                 for p in (pid if isinstance(pid, list) else [pid]))
     finally:
         if stop:
             stop()
@@ -242,9 +276,10 @@ def report(r: dict) -> str:
     out = [f"Corpus: {c['params']['papers']:,} papers × ~{c['params']['words']:,} words "
            f"({fmt_bytes(c['bytes'])} JSONL), seed {c['params']['seed']}. Machine: {r['machine']['cores']} cores, "
            f"{r['machine']['ram_gib']} GiB, load {r['machine']['load_avg_1m']}. Cluster: {r['cluster']['flavour']} "
-           f"at {r['cluster']['url']}" + (f", heap {r['cluster']['heap']}, node RSS "
-                                          f"{fmt_bytes(r['cluster']['node_rss'])}" if r["cluster"].get("heap") else "")
-           + ".\n"]
+           f"at {r['cluster']['url']}" + (f", heap {r['cluster']['heap']}" if r["cluster"].get("heap") else "")
+           + (f", node RSS {fmt_bytes(r['cluster']['node_rss'])}" if r["cluster"].get("node_rss") else "")
+           + (f", {r['cluster']['data_nodes']} data node(s), {r['cluster']['shards']} shard(s) and "
+              f"{r['cluster']['replicas']} replica(s) per index" if "data_nodes" in r["cluster"] else "") + ".\n"]
     rows = []
     for name in ("embedded", "cluster"):
         i = r[f"{name}_index"]
@@ -271,6 +306,10 @@ def report(r: dict) -> str:
     if rows:
         out.append("\n" + markdown_table(["engine", "clients", "snippets", "searches", "p50 ms", "p99 ms",
                                           "queries/s", "errors"], rows))
+    if sn := r.get("snapshot"):
+        out.append(f"\nSnapshot of {sn['indices']} indices ({sn['documents']:,} documents, {sn['shards']} shards): "
+                   f"{sn['snapshot_seconds']} s; restore beside the live indices and switch: "
+                   f"{sn['restore_seconds']} s ({sn['papers_after_restore']:,} papers after it).\n")
     if p := r["parity"]:
         out.append(f"\nParity over the {p['queries']} benchmark queries: mean top-10 overlap "
                    f"{p['mean_top10_overlap']}.\n")

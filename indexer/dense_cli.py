@@ -1,4 +1,5 @@
-"""``flysift index dense``: embed a collection's published passages into its optional dense (FAISS) index."""
+"""``flysift index dense``: embed a collection's published passages into its optional dense index (FAISS files beside
+an embedded build; the k-NN vectors of the cluster engine)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from search.engines.dense import (
     DEVICE_ENV,
     DEVICES,
     MODEL_ENV,
-    build_dense,
 )
+from search.retrieval.vectors import build_any
 from search.services import Services
 
 
@@ -51,9 +52,9 @@ def dense(data_dir: Path | None, collection: str, device: str, backend: str, bat
             progress.stage(f"encoder: {info['backend']} on {info['device']} ({info['dtype']}), batches of "
                            f"{info['batch_size']}, {info['threads']} CPU threads", always=True, **info)
 
-        meta = build_dense(services.engine(collection), services.settings.data_dir, batch_size=batch_size,
-                           progress=progress.update, model=model, resume=not no_resume, device=device,
-                           backend=backend, announce=announce)
+        meta = build_any(services.engine(collection), services.settings.data_dir, batch_size=batch_size,
+                         progress=progress.update, model=model, resume=not no_resume, device=device,
+                         backend=backend, announce=announce)
     rate = f"{meta['passages_per_s']} passages/s" if meta["passages_per_s"] else "nothing to embed"
     on = f" with {meta['backend']} on {meta['device']} ({meta['dtype']})" if "backend" in meta else ""
     click.echo(f"dense index of {collection!r}: {meta['count']} passages, {meta['index']} index, dim {meta['dim']}, "

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
@@ -175,6 +176,12 @@ def _dump(value: Any) -> Any:
     return value
 
 
+def _part(name: str) -> str:
+    """A paper key or file name as one path segment: a DOI key's ``/`` (and any ``?``, ``#`` or ``%``) escaped, so
+    ``DOI:10.1002/(SICI)...`` reaches the route whole."""
+    return quote(name, safe=":")
+
+
 def _params(**kw: Any) -> dict[str, Any]:
     """Query parameters without the unset ones; lists become comma-separated."""
     out: dict[str, Any] = {}
@@ -263,7 +270,7 @@ class _Endpoints:
     def similar_papers(self, pmcid: str, limit: int = 10, offset: int = 0, collection: str = DEFAULT_COLLECTION,
                        snippets: bool = False, highlight: bool = False) -> PaperSearchResults:
         """Papers like ``pmcid`` (more-like-this); ``query.terms`` holds the words it was found by."""
-        return self._send(_Request("GET", f"/v1/papers/{pmcid}/similar", _model(PaperSearchResults),
+        return self._send(_Request("GET", f"/v1/papers/{_part(pmcid)}/similar", _model(PaperSearchResults),
                                    params=_params(limit=limit, offset=offset, collection=collection,
                                                   snippets=snippets, highlight=highlight)))
 
@@ -284,14 +291,14 @@ class _Endpoints:
     def get_paper(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
                   cursor: str | None = None, collection: str = DEFAULT_COLLECTION) -> PaperText:
         """One page of a paper's text; ``next_cursor`` continues it. In a session, reading spends budget."""
-        return self._send(_Request("GET", f"/v1/papers/{pmcid}", _model(PaperText),
+        return self._send(_Request("GET", f"/v1/papers/{_part(pmcid)}", _model(PaperText),
                                    params=_params(sections=list(sections) if sections is not None else None,
                                                   max_chars=max_chars, cursor=cursor, collection=collection)))
 
     # ---- supplementary files ----------------------------------------------------------------------------------
     def list_supplements(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> SupplementList:
         """A paper's supplementary files with their sheets or pages and extraction status (free in a session)."""
-        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements", _model(SupplementList),
+        return self._send(_Request("GET", f"/v1/papers/{_part(pmcid)}/supplements", _model(SupplementList),
                                    params={"collection": collection}))
 
     def read_supplement(self, pmcid: str, file: int | str, part: int | str | None = None, start: int | None = None,
@@ -299,7 +306,8 @@ class _Endpoints:
                         collection: str = DEFAULT_COLLECTION) -> SupplementRead:
         """A page of one sheet, table, text or PDF of a file (by number or name): rows with the table's header, so
         tables can be joined; ``next_start`` continues. In a session this reads the paper (budget)."""
-        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}", _model(SupplementRead),
+        return self._send(_Request("GET", f"/v1/papers/{_part(pmcid)}/supplements/{_part(str(file))}",
+                                   _model(SupplementRead),
                                    params=_params(part=None if part is None else str(part), start=start, limit=limit,
                                                   max_chars=max_chars, collection=collection)))
 
@@ -307,7 +315,7 @@ class _Endpoints:
                             start: int | None = None, limit: int | None = None,
                             collection: str = DEFAULT_COLLECTION) -> str:
         """The same page as CSV text (header first; cells that would run as formulas neutralised)."""
-        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}",
+        return self._send(_Request("GET", f"/v1/papers/{_part(pmcid)}/supplements/{_part(str(file))}",
                                    params=_params(part=None if part is None else str(part), start=start, limit=limit,
                                                   format="csv", collection=collection), text=True))
 

@@ -48,6 +48,6 @@ def cluster_node(request: pytest.FixtureRequest) -> ClusterNode:
 def cluster_settings(cluster_node: ClusterNode, tmp_path: Path) -> Iterator[Settings]:
     """Settings for a ``ClusterEngine`` on the test node, with an index prefix of its own (cleaned up after)."""
     prefix = f"fst-{uuid.uuid4().hex[:10]}"
-    yield Settings(data_dir=tmp_path / "data", cluster_url=cluster_node.url, cluster_flavour=cluster_node.flavour,
+    yield Settings(data_dir=tmp_path / "data", cluster_url=cluster_node.urls, cluster_flavour=cluster_node.flavour,
                    cluster_index_prefix=prefix)
     cluster_node.cleanup(prefix)

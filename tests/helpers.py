@@ -161,6 +161,15 @@ class ClusterNode:
     url: str
     flavour: str
     container: Any = field(default=None, repr=False)
+    #: every node URL (FLYSIFT_TEST_CLUSTER_URL may list several; the engine under test is given them all)
+    urls: str = ""
+
+    def __post_init__(self) -> None:
+        self.urls = self.urls or self.url
+
+    @property
+    def node_count(self) -> int:
+        return len(self.call("GET", "/_cat/nodes?format=json"))
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """A plain HTTP call for test set-up and inspection (the engine under test uses the official clients)."""
@@ -236,13 +245,13 @@ def _start_container(flavour: str) -> ClusterNode:
 
 def find_cluster_node(flavour: str) -> ClusterNode:
     """The node for ``flavour`` (see the order above); skips the test, or fails it under CI, when there is none."""
-    url = os.environ.get("FLYSIFT_TEST_CLUSTER_URL")
-    if url:
-        url = url.split(",")[0].rstrip("/")
+    urls = os.environ.get("FLYSIFT_TEST_CLUSTER_URL")
+    if urls:
+        url = urls.split(",")[0].rstrip("/")
         problem = _wait_ready(url, 120)
         if problem:
             pytest.fail(f"FLYSIFT_TEST_CLUSTER_URL={url} is set but the node is not ready: {problem}")
-        return ClusterNode(url, flavour)
+        return ClusterNode(url, flavour, urls=",".join(u.strip().rstrip("/") for u in urls.split(",") if u.strip()))
     if _docker_available():
         node = _start_container(flavour)
         problem = _wait_ready(node.url, 180)

@@ -162,7 +162,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.state.sessions = services.sessions
     app.state.builds = services.builds
     install_operations(app, settings)  # outermost: request ids, metrics and the access log of every request
-    routers = [papers.router, supplements.router, builds.router, sessions.router, terms.router, operations.router]
+    routers = [supplements.router, papers.router, builds.router, sessions.router, terms.router, operations.router]
     _shadowed_methods(app, routers)
     for router in routers:
         app.include_router(router)

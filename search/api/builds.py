@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from search.api.deps import Search, require_admin
 from search.builds.service import BuildService
 from search.core.models import IndexSummary
-from search.engines.dense import build_dense
+from search.retrieval.vectors import build_any
 from search.schema.papers import BuildPapers
 
 router = APIRouter(prefix="/v1", tags=["indexing"], dependencies=[Depends(require_admin)])
@@ -68,6 +68,6 @@ API_DENSE_MAX_PASSAGES = 50_000
 def create_dense(collection: str, search: Search, batch_size: int = 64) -> dict:
     """Embed the published build's passages and write its dense index (synchronously: small collections only).
     Returns the index's meta (model, dim, count, timings)."""
-    search.dense(collection)  # validates the name, and that the engine's builds can hold a dense index
-    return build_dense(search.engine(collection), search.settings.data_dir, batch_size=batch_size,
-                       max_passages=API_DENSE_MAX_PASSAGES)
+    search.dense(collection)  # validates the name, and that the engine can hold a dense index
+    return build_any(search.engine(collection), search.settings.data_dir, batch_size=batch_size,
+                     max_passages=API_DENSE_MAX_PASSAGES)

@@ -211,7 +211,7 @@ def collections(search: Search) -> CollectionList:
     return CollectionList(engine=search.engine().name, collections=search.collections())
 
 
-@router.get("/papers/{pmcid}/similar", response_model=PaperSearchResults, tags=["papers"])
+@router.get("/papers/{pmcid:path}/similar", response_model=PaperSearchResults, tags=["papers"])
 def similar_papers(pmcid: str, search: Search, collection: str = DEFAULT_COLLECTION,
                    limit: Annotated[int, Query(ge=1, le=100)] = 10, offset: Annotated[int, Query(ge=0)] = 0,
                    snippets: bool = False, highlight: bool = False) -> PaperSearchResults:
@@ -221,7 +221,7 @@ def similar_papers(pmcid: str, search: Search, collection: str = DEFAULT_COLLECT
                                  highlight=HighlightSpec() if highlight else None)
 
 
-@router.get("/papers/{pmcid}", response_model=PaperText, tags=["papers"])
+@router.get("/papers/{pmcid:path}", response_model=PaperText, tags=["papers"])
 @lean
 async def get_paper(pmcid: str, request: Request, session: CurrentSession,
                     sections: Annotated[list[Annotated[str, StringConstraints(max_length=200)]] | None,

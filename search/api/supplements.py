@@ -22,7 +22,7 @@ from search.sessions.service import SessionService
 router = APIRouter(prefix="/v1")
 
 
-@router.get("/papers/{pmcid}/supplements", response_model=SupplementList, tags=["papers"])
+@router.get("/papers/{pmcid:path}/supplements", response_model=SupplementList, tags=["papers"])
 async def list_supplements(pmcid: str, request: Request, session: CurrentSession,
                            collection: str = DEFAULT_COLLECTION) -> Response:
     """The paper's supplementary files: label, caption, media type, size, sheets or pages, and an extraction status
@@ -32,7 +32,7 @@ async def list_supplements(pmcid: str, request: Request, session: CurrentSession
     return await answer(lambda: search.supplements(pmcid, collection))
 
 
-@router.get("/papers/{pmcid}/supplements/{file}", response_model=SupplementRead, tags=["papers"],
+@router.get("/papers/{pmcid:path}/supplements/{file}", response_model=SupplementRead, tags=["papers"],
             responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}})
 async def read_supplement(
         pmcid: str, file: Annotated[str, "file number in the registry, or its name"], request: Request,

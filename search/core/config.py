@@ -147,8 +147,12 @@ class Settings(Model):
     cluster_verify_certs: bool = True
     cluster_timeout_s: float = 30.0
     cluster_index_prefix: str = "flysift"
-    cluster_shards: int = 1
-    cluster_replicas: int = 0
+    cluster_shards: int = Field(1, ge=1, le=1024, description="Primary shards of each papers, passages, vectors "
+                                "and terms index; one keeps BM25 statistics identical to the embedded engine's and is "
+                                "right up to ~30 GB of index (docs/scaling.md)")
+    cluster_replicas: int | None = Field(None, ge=0, le=16, description="Replica copies of each index (the session "
+                                         "store's included); default: 1 where the cluster has two or more data nodes "
+                                         "(one node may be lost), else 0")
     cluster_keep_versions: int = 2
     cluster_bulk_concurrency: int | None = Field(None, ge=1, le=32, description="_bulk requests in flight while "
                                                  "indexing; default 2 per data node, at least 2")

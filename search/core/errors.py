@@ -68,6 +68,14 @@ class Unavailable(FlysiftError):
         self.headers.setdefault("Retry-After", str(retry_after))
 
 
+class DenseUnavailable(FlysiftError):
+    """Dense or hybrid search was asked for but cannot run: the extra is missing, the index is not built, or the
+    cluster lacks its k-NN plugin. Defined here so that engines (the cluster's k-NN) raise it too."""
+
+    status = 409
+    code = "dense_unavailable"
+
+
 class IndexMissing(FlysiftError):
     """No published index: the service is not ready yet (index, then retry). Engines raise it through
     ``search.core.names.index_missing``."""

@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from search.core.errors import FlysiftError, IndexMissing, LimitExceeded
+from search.core.errors import DenseUnavailable, FlysiftError, IndexMissing, LimitExceeded
 from search.core.query import Filters
 from search.engines.protocol import Engine, PublishedBuild
 
@@ -56,13 +56,6 @@ FLAT_MAX = 100_000      # exact search up to here; HNSW above (a flat scan of 60
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 128
 HNSW_EF_SEARCH = 128
-
-
-class DenseUnavailable(FlysiftError):
-    """Dense or hybrid search was asked for but cannot run: the extra is missing or the index is not built."""
-
-    status = 409
-    code = "dense_unavailable"
 
 
 def how_to_build(collection: str) -> str:
@@ -381,9 +374,10 @@ def build_dense(engine: Engine, data_dir: Path | str, *, batch_size: int | None 
 
     The passages come through the engine protocol (``Engine.scan_passages``) of ``engine``, the collection's engine,
     whose published build the dense index lives beside; ``data_dir`` keeps the encoder's ONNX exports
-    (``MODELS_DIR``). ``device`` and ``backend`` choose the encoder
-    (:func:`resolve_encoder`); ``announce(info)`` is told which one runs (backend, device, dtype, batch size) before
-    the first batch, and meta.json records it.
+    (``MODELS_DIR``). An engine with its own vector store (the cluster's k-NN) is built by
+    ``search.retrieval.vectors.build_vectors`` instead; ``build_any`` there picks. ``device`` and ``backend`` choose
+    the encoder (:func:`resolve_encoder`); ``announce(info)`` is told which one runs (backend, device, dtype, batch
+    size) before the first batch, and meta.json records it.
 
     ``progress(done, total)`` is called after each batch. An interrupted run keeps its embeddings in
     ``dense.partial/`` every CHUNK passages and continues from there when called again for the same build, model and

@@ -89,6 +89,41 @@ class Build(Protocol):
         """Stop writing; keep the partial build for a resume, or remove it (``discard``) so it holds no disk."""
 
 
+class VectorWriter(Protocol):
+    """Passage vectors being written for the published build (``VectorStore.writer``), resumable."""
+
+    #: passages of the scan already written by an interrupted run of the same model (skip them)
+    done: int
+
+    def write(self, rows: Sequence[tuple[str, str, str, int | None, Sequence[str]]], vectors: Any) -> None:
+        """``(passage_id, pmcid, section_type, year, the paper's section types)`` per row, and one unit-length
+        float32 vector per row."""
+
+    def checkpoint(self, done: int) -> None:
+        """Make what was written durable and remember that the first ``done`` passages are in."""
+
+    def publish(self, meta: dict[str, Any]) -> None:
+        """Make these vectors the ones searched (atomically), recording ``meta`` (model, backend, counts)."""
+
+
+class VectorStore(Protocol):
+    """An engine's own passage vectors and their nearest-neighbour search (the cluster's k-NN). The embedded engine
+    has none: its dense index is files beside its builds (``search.engines.dense``)."""
+
+    def writer(self, meta: dict[str, Any], *, resume: bool = True) -> VectorWriter:
+        """A writer of vectors for the published build; ``meta`` names model, dim, backend and dtype (a resumed run
+        must match them). ``DenseUnavailable`` where the cluster cannot hold vectors (no k-NN plugin)."""
+
+    def meta(self) -> dict[str, Any]:
+        """What the vectors of the published build were made with; ``DenseUnavailable`` when there are none."""
+
+    def search(self, vector: Sequence[float], k: int, filters: Any = None,
+               paper_level: bool = False) -> list[tuple[str, str, float]]:
+        """The ``k`` nearest passages ``(passage_id, pmcid, cosine)``, best first, within ``filters`` (a
+        ``search.core.query.Filters``; with ``paper_level`` a section filter keeps every passage of a paper that has
+        such a section, as the paper search's filter means)."""
+
+
 class ConceptWriter(Protocol):
     """Writes the concept index of a collection's published build (``flysift index concepts``): the mentions of
     ontology terms in its passages, each with its term's ancestors. ``done`` holds the papers an interrupted earlier
@@ -193,6 +228,9 @@ class Engine(TermEngine, Protocol):
     def scan_passages(self) -> Iterator[tuple[Passage, str]]:
         """Every passage of the published build with its paper's title, in the same order on every call for one
         build (the dense index embeds them and resumes by position). ``IndexMissing`` before the first publish."""
+
+    def vector_store(self) -> VectorStore | None:
+        """The engine's own vector store for dense search, or None where dense vectors live outside the engine."""
 
     def has_index(self) -> bool:
         """Whether the collection has a published build (health answers with it; no error when it has none)."""

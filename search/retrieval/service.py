@@ -37,6 +37,7 @@ from search.retrieval.browse import BrowseService
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.fusion import rrf
 from search.retrieval.planner import describe, explain, gene_in_title, plan
+from search.retrieval.vectors import EngineDenseIndex
 from search.text.passages import split_passages
 
 COLLECTION_NAME = PATTERNS["collection"]   # one home: search.core.names (use fullmatch)
@@ -64,7 +65,7 @@ class SearchService(BrowseService):
     def __init__(self, settings: Settings):
         self.settings = settings
         self._engines: dict[str, Engine] = {}
-        self._dense: dict[str, DenseIndex] = {}
+        self._dense: dict[str, DenseIndex | EngineDenseIndex] = {}
         self._lock = threading.Lock()
         self._signer: CursorSigner | None = None
 
@@ -84,13 +85,16 @@ class SearchService(BrowseService):
                 self._engines[collection] = open_engine(self.settings, collection=collection)
             return self._engines[collection]
 
-    def dense(self, collection: str = DEFAULT_COLLECTION) -> DenseIndex:
-        """The collection's dense index (loaded lazily; ``DenseUnavailable`` at once for an engine it cannot live
-        beside, on search when it is not built)."""
+    def dense(self, collection: str = DEFAULT_COLLECTION) -> DenseIndex | EngineDenseIndex:
+        """The collection's dense index (loaded lazily; ``DenseUnavailable`` on search when it is not built): the
+        engine's own vector store (the cluster's k-NN), else the FAISS files beside a local build (``DenseUnavailable``
+        at once for an engine that has neither)."""
         engine = self.engine(collection)  # validates the name
         with self._lock:
             if collection not in self._dense:
-                self._dense[collection] = DenseIndex(engine, self.settings.data_dir)
+                store = engine.vector_store()
+                self._dense[collection] = (EngineDenseIndex(store, self.settings.data_dir, collection)
+                                           if store is not None else DenseIndex(engine, self.settings.data_dir))
             return self._dense[collection]
 
     # ---- limits -----------------------------------------------------------------------------------------------

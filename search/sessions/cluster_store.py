@@ -9,10 +9,22 @@ document (``pending``, with its trace event's number) and spent only after its t
 so a call whose answer was never recorded is never charged. Trace events and submissions are their
 own documents with ids ``<session>:<seq>``, created with ``op_type=create`` after the counter was taken, and read
 back by id (real-time GET, no refresh). Teams and keys are documents keyed by name and key id.
+
+**Exactly once through a failover.** When a node is lost, a write's answer can be lost after the write was applied
+(the connection drops, the client sends it again to another node, or the cluster re-runs it on a newly promoted
+primary, which then answers 409 to our own write). So no outcome is guessed from an error: every update carries an
+operation id, kept in the document's ``ops`` (the last ``OPS_KEPT``), and after a 409 or any failure whose outcome is
+unknown the document is read again: if it holds the id, the write happened and its result is returned, else the
+change is redone on what is there now. A create whose answer is "exists" compares the stored document with its own.
+Failures that mean "try later" (no connection, 429/5xx, no primary yet) are retried with backoff for
+``PATIENCE_S`` seconds, long enough for a replica to be promoted or a master elected (seconds), before the call
+fails with 503 + Retry-After.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import random
 import secrets
 import threading
@@ -21,8 +33,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from search.core.config import Settings
-from search.core.errors import NotFound, Unavailable
-from search.engines.cluster.transport import ClusterRequestError, Transport
+from search.core.errors import FlysiftError, NotFound, Unavailable
+from search.engines.cluster.transport import RETRYABLE, ClusterRequestError, Transport, index_exists_error
 from search.schema.sessions import Session, Submission, TraceEvent
 from search.sessions.keys import ApiKey
 from search.sessions.models import RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, session_not_found
@@ -30,6 +42,10 @@ from search.sessions.policy import commit_decision, require_open, reserve_decisi
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 200
+#: seconds an operation keeps retrying failures that mean "try later" (a node lost, a primary moving, no master)
+PATIENCE_S = 60.0
+#: operation ids a document remembers (its writers' latest): enough for every writer that can race on it
+OPS_KEPT = 64
 MGET_BATCH = 1000
 KINDS = ("sessions", "trace", "submissions", "teams", "keys")
 _MAPPINGS: dict[str, dict[str, Any]] = {
@@ -39,6 +55,22 @@ _MAPPINGS: dict[str, dict[str, Any]] = {
     "teams": {"name": {"type": "keyword"}},
     "keys": {"team": {"type": "keyword"}, "created_at": {"type": "double"}},
 }
+
+
+def transient(e: FlysiftError) -> bool:
+    """Whether a failed request may succeed later (its outcome, for a write, unknown): no connection, or an answer
+    that means overloaded, recovering or no master/primary yet."""
+    if isinstance(e, Unavailable):
+        return True
+    return isinstance(e, ClusterRequestError) and (e.http_status in RETRYABLE or e.http_status >= 500)
+
+
+def _gave_up(e: FlysiftError) -> Unavailable:
+    """A transient failure that outlasted ``PATIENCE_S``, as the 503 + Retry-After a client retries."""
+    if isinstance(e, Unavailable):
+        return e
+    return Unavailable(f"The session store on the search cluster is recovering ({e.message}). Retry later.",
+                       retry_after=5, details=e.details)
 
 
 class _NoWrite(Exception):
@@ -51,12 +83,14 @@ class _NoWrite(Exception):
 class ClusterStore:
     """``SessionStore`` over cluster documents; indices ``<prefix>-sessions-<kind>`` are created on first use."""
 
-    def __init__(self, transport: Transport, prefix: str = "flysift", replicas: int = 0,
-                 reservation_ttl_s: float = RESERVATION_TTL_S):
+    def __init__(self, transport: Transport, prefix: str = "flysift", replicas: int | None = None,
+                 reservation_ttl_s: float = RESERVATION_TTL_S, patience_s: float = PATIENCE_S):
         self.t = transport
         self.reservation_ttl_s = reservation_ttl_s
         self.prefix = prefix
+        #: replica copies of the store's indices (None: one where the cluster has two data nodes or more)
         self.replicas = replicas
+        self.patience_s = patience_s
         self._ready = False
         self._lock = threading.Lock()
 
@@ -71,87 +105,151 @@ class ClusterStore:
         self._ensure()
         return self.t.request(method, path, body=body, params=params, what="session store")
 
+    def _patient(self, call: Callable[[], T], deadline: float | None = None) -> T:
+        """``call()``, retried with backoff while it fails transiently (``transient``), until ``deadline`` (default
+        ``PATIENCE_S`` from now); for requests that may be repeated (reads, creates that check what exists)."""
+        deadline = deadline or time.monotonic() + self.patience_s
+        for attempt in itertools.count():
+            try:
+                return call()
+            except FlysiftError as e:
+                if not transient(e):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise _gave_up(e) from None
+            self._back_off(attempt, deadline)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _back_off(attempt: int, deadline: float) -> None:
+        delay = min(2.0, 0.05 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
+        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+
     def _ensure(self) -> None:
         if self._ready:
             return
         with self._lock:
             if self._ready:
                 return
+            if self.replicas is None:
+                self.replicas = self._patient(lambda: self.t.replicas(None))
             for kind in KINDS:
-                body = {"settings": {"number_of_shards": 1, "number_of_replicas": self.replicas},
-                        "mappings": {"dynamic": False, "properties": _MAPPINGS[kind]}}
-                try:
-                    self.t.request("PUT", f"/{self.index(kind)}", body=body, what="session store setup")
-                except ClusterRequestError as e:
-                    if e.error_type != "resource_already_exists_exception":
-                        raise
+                self._patient(functools.partial(self._create_index, kind))
             self._ready = True
+
+    def _create_index(self, kind: str) -> None:
+        """Create one of the store's indices, or give an existing one the configured replicas (a store made on one
+        node gets its copies when the cluster grows)."""
+        body = {"settings": {"number_of_shards": 1, "number_of_replicas": self.replicas},
+                "mappings": {"dynamic": False, "properties": _MAPPINGS[kind]}}
+        try:
+            self.t.request("PUT", f"/{self.index(kind)}", body=body, what="session store setup")
+        except ClusterRequestError as e:
+            if not index_exists_error(e):
+                raise
+            self.t.request("PUT", f"/{self.index(kind)}/_settings", body={"number_of_replicas": self.replicas},
+                           what="session store replicas")
 
     def close(self) -> None:
         self.t.close()
 
     def drop(self) -> None:
-        """Delete the store's indices (tests, teardown)."""
+        """Delete the store's indices (tests, teardown), the copies behind their names after a restore included."""
         for kind in KINDS:
             try:
-                self.t.request("DELETE", f"/{self.index(kind)}", what="session store drop")
+                names = self.t.request("GET", f"/{self.index(kind)}/_settings/index.uuid", what="session store drop")
+                self.t.request("DELETE", "/" + ",".join(sorted(names)), what="session store drop")
             except ClusterRequestError as e:
                 if e.http_status != 404:
                     raise
         self._ready = False
 
     # ---- documents --------------------------------------------------------------------------------------------
-    def _get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
-        try:
-            return self._req("GET", f"/{self.index(kind)}/_doc/{doc_id}")
-        except ClusterRequestError as e:
-            if e.http_status == 404:
-                return None
-            raise
+    def _get(self, kind: str, doc_id: str, deadline: float | None = None) -> dict[str, Any] | None:
+        def get() -> dict[str, Any] | None:
+            try:
+                return self._req("GET", f"/{self.index(kind)}/_doc/{doc_id}")
+            except ClusterRequestError as e:
+                if e.http_status == 404:
+                    return None
+                raise
+
+        return self._patient(get, deadline)
 
     def _create(self, kind: str, doc_id: str, doc: dict[str, Any]) -> bool:
-        """Create a document; False when the id exists."""
-        try:
-            self._req("PUT", f"/{self.index(kind)}/_create/{doc_id}", body=doc)
-            return True
-        except ClusterRequestError as e:
-            if e.http_status == 409:
-                return False
-            raise
+        """Create a document; False when the id exists with other content. "Exists" with our content is our own
+        create whose first answer was lost (the client or we sent it again): True."""
+        deadline = time.monotonic() + self.patience_s
+
+        def create() -> bool:
+            try:
+                self._req("PUT", f"/{self.index(kind)}/_create/{doc_id}", body=doc)
+                return True
+            except ClusterRequestError as e:
+                if e.http_status != 409:
+                    raise
+            got = self._get(kind, doc_id, deadline)
+            return got is not None and got["_source"] == doc
+
+        return self._patient(create, deadline)
 
     def _update(self, kind: str, doc_id: str, change: Callable[[dict[str, Any]], T], missing: Exception) -> T:
-        """Apply ``change`` to the document and write it only if nobody wrote since we read it; else redo."""
-        for attempt in range(MAX_ATTEMPTS):
-            got = self._get(kind, doc_id)
+        """Apply ``change`` to the document and write it only if nobody wrote since we read it; else redo. Each try
+        writes its own operation id into ``ops``; after a conflict or an unknown outcome the document read next says
+        whether an earlier try was applied (then its result is returned, never applied twice)."""
+        op = secrets.token_hex(6)
+        tries: dict[str, T] = {}
+        deadline = time.monotonic() + self.patience_s
+        conflicts = 0
+        for attempt in itertools.count():
+            got = self._get(kind, doc_id, deadline)
             if got is None:
                 raise missing
             doc = got["_source"]
+            ops = doc.get("ops") or []
+            for token, value in tries.items():
+                if token in ops:
+                    return value
             try:
                 value = change(doc)
             except _NoWrite as nw:
                 return nw.value
+            token = f"{op}.{attempt}"
+            doc["ops"] = [*ops, token][-OPS_KEPT:]
+            tries[token] = value
             try:
                 self._req("PUT", f"/{self.index(kind)}/_doc/{doc_id}", body=doc,
                           params={"if_seq_no": str(got["_seq_no"]), "if_primary_term": str(got["_primary_term"])})
                 return value
-            except ClusterRequestError as e:
-                if e.http_status != 409:
+            except FlysiftError as e:
+                if isinstance(e, ClusterRequestError) and e.http_status == 409:
+                    conflicts += 1
+                    if conflicts >= MAX_ATTEMPTS:
+                        break
+                    time.sleep(random.uniform(0, min(0.05, 0.002 * conflicts)))
+                    continue
+                if not transient(e):
                     raise
-            time.sleep(random.uniform(0, min(0.05, 0.002 * (attempt + 1))))
+                if time.monotonic() >= deadline:
+                    raise _gave_up(e) from None
+            self._back_off(attempt, deadline)
         raise Unavailable(f"{kind} {doc_id} is changed by too many writers at once; retry.", retry_after=1)
 
     def _mget(self, kind: str, ids: list[str]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for i in range(0, len(ids), MGET_BATCH):
-            res = self._req("POST", f"/{self.index(kind)}/_mget", body={"ids": ids[i:i + MGET_BATCH]})
+            res = self._patient(functools.partial(self._req, "POST", f"/{self.index(kind)}/_mget",
+                                                  {"ids": ids[i:i + MGET_BATCH]}))
             out += [d["_source"] for d in res["docs"] if d.get("found")]
         return out
 
     def _search(self, kind: str, query: dict[str, Any], sort: list, size: int, offset: int = 0) -> list[dict]:
-        self._req("POST", f"/{self.index(kind)}/_refresh")
-        res = self._req("POST", f"/{self.index(kind)}/_search",
-                        body={"query": query, "sort": sort, "size": size, "from": offset})
-        return [h["_source"] for h in res["hits"]["hits"]]
+        def search() -> Any:
+            self._req("POST", f"/{self.index(kind)}/_refresh")
+            return self._req("POST", f"/{self.index(kind)}/_search",
+                             body={"query": query, "sort": sort, "size": size, "from": offset})
+
+        return [h["_source"] for h in self._patient(search)["hits"]["hits"]]
 
     # ---- teams and keys ---------------------------------------------------------------------------------------
     def create_team(self, name: str) -> None:
@@ -169,11 +267,12 @@ class ClusterStore:
 
     def get_key(self, key_id: str) -> ApiKey | None:
         got = self._get("keys", key_id)
-        return ApiKey(**got["_source"]) if got else None
+        return ApiKey(**{k: v for k, v in got["_source"].items() if k != "ops"}) if got else None
 
     def list_keys(self, team: str | None = None) -> list[ApiKey]:
         query = {"term": {"team": team}} if team else {"match_all": {}}
-        return [ApiKey(**d) for d in self._search("keys", query, [{"created_at": "asc"}], 10_000)]
+        return [ApiKey(**{k: v for k, v in d.items() if k != "ops"})
+                for d in self._search("keys", query, [{"created_at": "asc"}], 10_000)]
 
     def revoke_key(self, key_id: str) -> ApiKey:
         def change(doc: dict[str, Any]) -> None:

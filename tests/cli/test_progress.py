@@ -140,12 +140,12 @@ def test_index_dense_progress_as_json_lines(tmp_path, monkeypatch):
     import indexer.dense_cli as dense_cli
     from search.cli.main import main
 
-    def build(_data_dir, _collection, *, progress, **_kw):
+    def build(_engine, _data_dir, *, progress, **_kw):
         for done in (32, 64, 70):
             progress(done, 70)
         return {"count": 70, "index": "flat", "dim": 384, "seconds": 1.0, "passages_per_s": 70, "build": "b1"}
 
-    monkeypatch.setattr(dense_cli, "build_dense", build)
+    monkeypatch.setattr(dense_cli, "build_any", build)
     r = CliRunner().invoke(main, ["index", "dense", "--data-dir", str(tmp_path), "--json"])
     assert r.exit_code == 0, r.output
     events = _events(r.stderr)

@@ -235,7 +235,10 @@ def test_abort_stops_retries_in_flight(cluster_settings: Settings, threads_befor
 def test_default_concurrency_comes_from_the_data_nodes(cluster_node: ClusterNode, cluster_settings: Settings):
     nodes = cluster_node.call("GET", "/_nodes?filter_path=nodes.*.roles")["nodes"]
     data = sum(any(r == "data" or r.startswith("data_") for r in n["roles"]) for n in nodes.values())
-    assert ClusterEngine(cluster_settings).bulk_concurrency() == max(2, 2 * data)
+    # two per data node that holds a primary being written (papers and passages: 2 × shards primaries)
+    assert ClusterEngine(cluster_settings).bulk_concurrency() == max(2, 2 * min(data, 2))
+    three = cluster_settings.model_copy(update={"cluster_shards": 3})
+    assert ClusterEngine(three).bulk_concurrency() == max(2, 2 * min(data, 6))
     assert ClusterEngine(cluster_settings.model_copy(update={"cluster_bulk_concurrency": 5})).bulk_concurrency() == 5
     # credentials that may not list nodes: the default for one node, not an error
     def refuse(n: int, method: str, path: str) -> int | None:

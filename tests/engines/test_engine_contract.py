@@ -34,7 +34,7 @@ def new_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engin
     if request.param.startswith("cluster:"):
         node = find_cluster_node(request.param.partition(":")[2])
         prefix = f"fst-{uuid.uuid4().hex[:10]}"
-        settings = Settings(data_dir=tmp_path / "data", cluster_url=node.url, cluster_flavour=node.flavour,
+        settings = Settings(data_dir=tmp_path / "data", cluster_url=node.urls, cluster_flavour=node.flavour,
                             cluster_index_prefix=prefix)
     else:
         settings = Settings(data_dir=tmp_path / "data", engine="embedded")

@@ -170,6 +170,6 @@ def test_a_reachable_cluster_is_ready_and_its_store_takes_a_write(cluster_settin
         r = c.get("/v1/ready")
     assert r.status_code == 200, r.text
     checks = {ch["name"]: ch for ch in r.json()["checks"]}
-    assert checks["cluster"]["state"] == "ok"
+    assert checks["cluster"]["state"] in ("ok", "warn")   # one node: replicas of the store's indices may be unassigned
     assert checks["session store"]["state"] == "ok"
     assert not any(name.startswith(("collection ", "disk")) for name in checks)

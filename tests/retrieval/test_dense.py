@@ -428,14 +428,16 @@ def test_cuda_build_records_device_and_float16(settings):
 
 
 def test_dense_needs_an_engine_whose_builds_are_local_folders(tmp_path):
-    """The dense index reaches a build's folder through the engine (``Engine.published_files``): an engine whose
+    """The FAISS index reaches a build's folder through the engine (``Engine.published_files``): an engine whose
     builds are not folders here (the cluster) is ``dense_unavailable`` at once, naming it, whatever is installed;
-    nothing is asked of the cluster."""
+    nothing is asked of the cluster. The service gives such an engine's own vector store instead (the cluster's
+    k-NN: tests/retrieval/test_cluster_dense.py)."""
     from search.engines import open_engine
+    from search.retrieval.vectors import EngineDenseIndex
 
     cluster = open_engine(Settings(data_dir=tmp_path, cluster_url="http://127.0.0.1:1"))
     with pytest.raises(DenseUnavailable) as e:
         DenseIndex(cluster, tmp_path)
     assert e.value.code == "dense_unavailable" and "cluster" in e.value.message
-    with pytest.raises(DenseUnavailable):
-        SearchService(Settings(data_dir=tmp_path, cluster_url="http://127.0.0.1:1")).dense("default")
+    dense = SearchService(Settings(data_dir=tmp_path, cluster_url="http://127.0.0.1:1")).dense("default")
+    assert isinstance(dense, EngineDenseIndex)

@@ -65,6 +65,8 @@ class Browse:
         def _fielded(self) -> bool: ...
         def _live_index(self, kind: str) -> str: ...
         def _alias_targets(self, alias: str) -> list[str]: ...
+        @property
+        def replicas(self) -> int: ...
 
     def _compiled(self, kind: Kind, query: EngineQuery) -> dict[str, Any]:
         if kind == "papers":
@@ -101,7 +103,9 @@ class Browse:
                 raise FlysiftError(f"the cluster refused concept documents: {str(bad)[:300]}", code="storage_error",
                                    status=500)
 
-        return ConceptWriter(self._request, bulk, index, self.alias("concepts"), resume, self._alias_targets), version
+        writer = ConceptWriter(self._request, bulk, index, self.alias("concepts"), resume, self._alias_targets,
+                               replicas=self.replicas)
+        return writer, version
 
     def concepts_info(self) -> dict[str, Any] | None:
         try:

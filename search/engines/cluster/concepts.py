@@ -53,8 +53,9 @@ class ConceptWriter:
     """Writes ``index``; ``done`` holds the papers an interrupted earlier run finished."""
 
     def __init__(self, request: Request, bulk: Callable[[str], None], index: str, alias: str, resume: bool,
-                 targets: Callable[[str], list[str]]):
+                 targets: Callable[[str], list[str]], replicas: int = 0):
         self.request, self.bulk, self.index, self.alias, self.targets = request, bulk, index, alias, targets
+        self.replicas = replicas   # given at publish (written without: a build is not searched before)
         exists = self._exists()
         if exists and not resume:
             request("DELETE", f"/{index}", what="dropping an unfinished concept index")
@@ -115,7 +116,9 @@ class ConceptWriter:
         (older concept indices of the collection are dropped)."""
         self.commit()
         r = self.request
-        r("PUT", f"/{self.index}/_settings", {"index": {"refresh_interval": None}}, what="restoring refresh")
+        r("PUT", f"/{self.index}/_settings", {"index": {"refresh_interval": None,
+                                                        "number_of_replicas": self.replicas}},
+          what="restoring refresh and replicas")
         r("POST", f"/{self.index}/_refresh", what="refresh")
         agg = r("POST", f"/{self.index}/_search", {"size": 0, "track_total_hits": True,
                                                    "query": {"term": {"kind": "mention"}},

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
-from search.core.checks import Check, fail, ok
+from search.core.checks import Check
 from search.core.config import Settings
 from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable
 from search.core.models import (
@@ -49,10 +49,12 @@ from search.core.models import (
 from search.core.names import DEFAULT_COLLECTION, index_missing
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
-from search.engines.cluster import CAPABILITIES
+from search.engines.cluster import CAPABILITIES, snapshots
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.browse import Browse
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
+from search.engines.cluster.health import ClusterHealth, as_checks, cluster_health
+from search.engines.cluster.knn import ClusterVectors
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
     FIELDED_LAYOUT,
@@ -74,7 +76,13 @@ from search.engines.cluster.mappings import (
 )
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, snippet
 from search.engines.cluster.query import highlight as unified_highlight
-from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
+from search.engines.cluster.transport import (
+    POOL_SIZE,
+    RETRYABLE,
+    ClusterRequestError,
+    Transport,
+    index_exists_error,
+)
 from search.engines.guards import BuildRefused, publish_refusal
 from search.engines.protocol import PublishedBuild
 from search.text.analysis import stem
@@ -83,8 +91,8 @@ from search.text.snippets import Highlighter, paper_snippets
 from search.text.term_search import engine_score, term_hit
 
 EXPORT_BATCH = 1000
-#: ``_bulk`` requests in flight per data node when FLYSIFT_CLUSTER_BULK_CONCURRENCY is not set (and never fewer than
-#: ``MIN_BULK_CONCURRENCY``): each node then has one request to index while the next one travels
+#: ``_bulk`` requests in flight per data node holding a written primary when FLYSIFT_CLUSTER_BULK_CONCURRENCY is not set
+#: (and never fewer than ``MIN_BULK_CONCURRENCY``): each node then has one request to index while the next one travels
 BULK_PER_DATA_NODE = 2
 MIN_BULK_CONCURRENCY = 2
 
@@ -236,13 +244,13 @@ class ClusterEngine(Browse):
     capabilities = CAPABILITIES
 
     def __init__(self, settings: Settings, collection: str = DEFAULT_COLLECTION, *, chunk_bytes: int = 5_000_000,
-                 max_retries: int = 6, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
+                 max_retries: int = 10, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
         self.t = Transport(settings)
         self.collection = collection
         self.prefix = settings.cluster_index_prefix
         self.base = self.prefix if collection == DEFAULT_COLLECTION else f"{self.prefix}-{collection}"
         self.builds_index = f"{self.prefix}-builds"
-        self.shards, self.replicas = settings.cluster_shards, settings.cluster_replicas
+        self.shards, self._replicas = settings.cluster_shards, settings.cluster_replicas
         self.keep = settings.cluster_keep_versions
         self.min_publish_share = settings.min_publish_share
         self.chunk_bytes, self.max_retries, self.backoff_s = chunk_bytes, max_retries, backoff_s
@@ -252,6 +260,15 @@ class ClusterEngine(Browse):
         #: (when read, whether the published papers index is one-field, whether it has ``supp``, whether it has
         #: title and abstract fields): ``_paper_fields``
         self._layout: tuple[float, bool, bool, bool] | None = None
+        self._vectors: ClusterVectors | None = None
+
+    @property
+    def replicas(self) -> int:
+        """Replica copies of the indices this engine creates: the setting, else by the cluster's data nodes (read
+        once: ``Transport.replicas``)."""
+        if self._replicas is None:
+            self._replicas = self.t.replicas(None)
+        return self._replicas
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
@@ -274,6 +291,10 @@ class ClusterEngine(Browse):
 
     def _index(self, kind: str, version: str) -> str:
         return f"{self.base}-{kind}-{version}"
+
+    def new_index(self, kind: str) -> str:
+        """The name of a new versioned index of ``kind`` (vectors: ``search.engines.cluster.knn``)."""
+        return self._index(kind, _version())
 
     def alias(self, kind: str) -> str:
         return f"{self.base}-{kind}"
@@ -299,10 +320,11 @@ class ClusterEngine(Browse):
                 "template": {"settings": self._index_settings(similarity(self.bm25.k1, self.bm25.b)),
                              "mappings": mapping}}, what="index template")
         try:
-            self.t.request("PUT", f"/{self.builds_index}", {"settings": {"number_of_shards": 1},
-                                                            "mappings": BUILDS_MAPPING})
+            self.t.request("PUT", f"/{self.builds_index}", {
+                "settings": {"number_of_shards": 1, "number_of_replicas": self.replicas},
+                "mappings": BUILDS_MAPPING})
         except ClusterRequestError as e:
-            if e.error_type != "resource_already_exists_exception":
+            if not index_exists_error(e):
                 raise
 
     def _index_settings(self, sim: dict[str, Any] = SIMILARITY) -> dict[str, Any]:
@@ -418,24 +440,18 @@ class ClusterEngine(Browse):
         return functools.partial(_prepare, repeats=self.bm25.repeats())   # picklable: a module function and a dict
 
     def bulk_concurrency(self) -> int:
-        """``_bulk`` requests a build keeps in flight: the setting, else ``BULK_PER_DATA_NODE`` per data node."""
+        """``_bulk`` requests a build keeps in flight: the setting, else ``BULK_PER_DATA_NODE`` per data node that
+        holds a primary being written (a build writes the papers and passages indices, ``shards`` primaries each:
+        more requests than those nodes index at once only queue up in their memory, and a node answers 429 beyond
+        its indexing pressure limit, 10 % of its heap)."""
         if self._bulk_concurrency is None:
-            self._bulk_concurrency = min(max(MIN_BULK_CONCURRENCY, BULK_PER_DATA_NODE * self._data_nodes()),
+            nodes = min(self._data_nodes(), 2 * self.shards)
+            self._bulk_concurrency = min(max(MIN_BULK_CONCURRENCY, BULK_PER_DATA_NODE * nodes),
                                          POOL_SIZE)
         return self._bulk_concurrency
 
     def _data_nodes(self) -> int:
-        """Nodes holding data (Elasticsearch's data tiers count); 1 where the credentials may not list nodes."""
-        try:
-            nodes = self.t.request("GET", "/_nodes", params={"filter_path": "nodes.*.roles"},
-                                   what="counting data nodes").get("nodes", {})
-        except ClusterRequestError as e:
-            if e.http_status not in (401, 403):
-                raise
-            log.info("cannot list the cluster's nodes (%s); assuming one data node", e.http_status)
-            return 1
-        return max(1, sum(any(r == "data" or r.startswith("data_") for r in n.get("roles", []))
-                          for n in nodes.values()))
+        return self.t.data_nodes()
 
     def open_build(self, fingerprint: str, resume: bool = True) -> ClusterBuild:
         return ClusterBuild(self, fingerprint, resume)
@@ -594,6 +610,12 @@ class ClusterEngine(Browse):
             p = Passage(**h["_source"])
             yield p, titles.get(p.pmcid, "")
 
+    def vector_store(self) -> ClusterVectors:
+        """Passage vectors in the cluster's k-NN indices (``search.engines.cluster.knn``), one store per engine."""
+        if self._vectors is None:
+            self._vectors = ClusterVectors(self)
+        return self._vectors
+
     def has_index(self) -> bool:
         return bool(self._alias_targets(self.alias("papers")))
 
@@ -751,17 +773,28 @@ class ClusterEngine(Browse):
                                   details={"valid": sorted(self._term_counts())})
         return e
 
-    def readiness(self, deep: bool = False) -> list[Check]:
-        """Whether the cluster answers (its name and version when it does). Cluster health (yellow: a warning, red:
-        not ready) is the cluster's own part to add here."""
+    # ---- operations: readiness and backups (every index of the prefix: all collections and the session store) ----
+    def health(self) -> ClusterHealth:
+        """Readiness from the health of the prefix's indices (``search.engines.cluster.health``)."""
+        return cluster_health(self.t, self.prefix)
+
+    def create_snapshot(self, location: str | None = None) -> dict[str, Any]:
+        """Snapshot every index of the prefix into its repository (registered on first use at ``location``)."""
+        return snapshots.create_snapshot(self.t, self.prefix, location)
+
+    def list_snapshots(self) -> list[dict[str, Any]]:
+        return snapshots.list_snapshots(self.t, self.prefix)
+
+    def restore_snapshot(self, name: str) -> dict[str, Any]:
+        """Restore a snapshot beside the live indices, check it, switch to it (``search.engines.cluster.snapshots``)."""
         try:
-            info = self._request("GET", "/", what="cluster info")
-        except FlysiftError as e:
-            return [fail("cluster", f"the {self.t.flavour} cluster does not answer ({e.code})",
-                         fix="check the cluster's nodes and FLYSIFT_CLUSTER_URL; searches answer 503 meanwhile")]
-        version = (info.get("version") or {}).get("number", "?") if isinstance(info, dict) else "?"
-        return [ok("cluster", f"{self.t.flavour} {version} answers ({len(self.t.urls)} URL(s) configured)")]
+            return snapshots.restore_snapshot(self.t, self.prefix, name, replicas=self.replicas)
+        finally:
+            self._layout = None
+
+    def readiness(self, deep: bool = False) -> list[Check]:
+        """``/v1/ready``'s part: the health of the prefix's indices as one check (``health.as_checks``)."""
+        return as_checks(self.health(), self.t.flavour)
 
     def close(self) -> None:
         self.t.close()
-

@@ -1,6 +1,13 @@
 """The cluster transport: the official client of the configured flavour (Elasticsearch 8 or OpenSearch) and one raw
 request with it, with the cluster's error answers as ``ClusterRequestError`` and a down cluster as ``Unavailable``.
 
+The client is given every node URL of ``FLYSIFT_CLUSTER_URL`` and sends requests to them in turn. A request that
+cannot connect, times out or is answered 502/503/504 is sent once more, to the next node (``max_retries=1``; the
+client marks the failed node dead and tries it again after a while), so a search survives the loss of the node it
+went to. Writes are retried the same way, which is why every write flysift sends is idempotent or checks its own
+outcome (bulk ``index`` by id; the session store's ``_create`` compares what exists, its updates carry an operation
+id: ``search.sessions.cluster_store``). ``data_nodes`` and ``replicas`` give the default copies per node count.
+
 The one module below ``search.engines`` that code outside the engines may import: the cluster session store
 (``search.sessions.cluster_store``) shares it. Every request body and path is the same for both flavours; only client
 construction, the raw call and the clients' exception types differ, and they differ here only.
@@ -9,6 +16,7 @@ construction, the raw call and the clients' exception types differ, and they dif
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
 
@@ -16,6 +24,9 @@ from search.core.errors import FlysiftError, Unavailable
 from search.core.extras import require
 
 POOL_SIZE = 32
+#: times a request is sent again, to the next node, after a connection failure, a timeout or a 502/503/504 answer
+CLIENT_RETRIES = 1
+log = logging.getLogger(__name__)
 #: statuses that mean "try again later" (the bulk loader retries them; a search answers 503 + Retry-After)
 RETRYABLE = frozenset({429, 502, 503, 504})
 
@@ -61,6 +72,13 @@ def error_field(err: Any) -> str | None:
     return None
 
 
+def index_exists_error(e: ClusterRequestError) -> bool:
+    """Whether creating an index failed because its name is taken: by an index, or by an alias (a restore replaces
+    plain indices by aliases of the same name: ``search.engines.cluster.snapshots``)."""
+    return e.error_type == "resource_already_exists_exception" or (
+        e.error_type == "invalid_index_name_exception" and "already exists as alias" in e.message)
+
+
 # ---- the two clients -----------------------------------------------------------------------------------------------
 class Transport:
     """The flavour-specific part: building the official client and sending one raw request with it."""
@@ -93,8 +111,8 @@ class Transport:
                 auth["api_key"] = api_key
             elif settings.cluster_username:
                 auth["basic_auth"] = (settings.cluster_username, password)
-            self.client = Elasticsearch(self.urls, request_timeout=self.timeout, max_retries=1, retry_on_timeout=True,
-                                        connections_per_node=POOL_SIZE, **auth, **tls)
+            self.client = Elasticsearch(self.urls, request_timeout=self.timeout, max_retries=CLIENT_RETRIES,
+                                        retry_on_timeout=True, connections_per_node=POOL_SIZE, **auth, **tls)
             self._api_error, self._down_error = ApiError, elastic_transport.TransportError
         else:
             opensearchpy = require("opensearchpy", "cluster", "the OpenSearch engine")
@@ -104,7 +122,8 @@ class Transport:
                 auth["headers"] = {"Authorization": f"ApiKey {api_key}"}
             elif settings.cluster_username:
                 auth["http_auth"] = (settings.cluster_username, password)
-            self.client = opensearchpy.OpenSearch(self.urls, timeout=self.timeout, max_retries=1, retry_on_timeout=True,
+            self.client = opensearchpy.OpenSearch(self.urls, timeout=self.timeout, max_retries=CLIENT_RETRIES,
+                                                  retry_on_timeout=True,
                                                   pool_maxsize=POOL_SIZE, ssl_show_warn=False, **auth, **tls)
             self._api_error, self._down_error = opensearchpy.TransportError, opensearchpy.ConnectionError
 
@@ -130,6 +149,27 @@ class Transport:
         return Unavailable(f"The search cluster ({self.flavour} at {', '.join(self.urls)}) cannot be reached: "
                            f"{type(e).__name__}: {e}. Retry later.", retry_after=5,
                            details={"engine": "cluster", "urls": self.urls})
+
+    def data_nodes(self) -> int:
+        """Nodes holding data (Elasticsearch's data tiers count); 1 where the credentials may not list nodes."""
+        try:
+            nodes = self.request("GET", "/_nodes", params={"filter_path": "nodes.*.roles"},
+                                 what="counting data nodes").get("nodes", {})
+        except ClusterRequestError as e:
+            if e.http_status not in (401, 403):
+                raise
+            log.info("cannot list the cluster's nodes (%s); assuming one data node", e.http_status)
+            return 1
+        return max(1, sum(any(r == "data" or r.startswith("data_") for r in n.get("roles", []))
+                          for n in nodes.values()))
+
+    def replicas(self, configured: int | None) -> int:
+        """Replica copies for a new index: ``configured`` (``FLYSIFT_CLUSTER_REPLICAS``), else one where there are two
+        data nodes or more (any one node may then be lost without losing data or answers), else none (a replica
+        that can never be assigned would keep the index yellow)."""
+        if configured is not None:
+            return configured
+        return 1 if self.data_nodes() >= 2 else 0
 
     def close(self) -> None:
         self.client.close()

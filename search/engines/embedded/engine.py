@@ -261,6 +261,10 @@ class EmbeddedEngine(Browse):
         """Every collection and term index in this engine's data dir (``search.engines.embedded.health``)."""
         return health.readiness(self.data_dir, deep)
 
+    def vector_store(self) -> None:
+        """None: the embedded engine's dense index is files beside its builds (``search.engines.dense``)."""
+        return None
+
     def has_index(self) -> bool:
         return (self.dir / "CURRENT").exists()
 

@@ -1,0 +1,276 @@
+"""Backups of a flysift deployment on the cluster: the snapshot API over every index of its prefix.
+
+- **Repository**: a shared-filesystem repository (``type: fs``) registered once under ``<prefix>-backups``; its
+  location must lie under the ``path.repo`` of every node (deploy/cluster-local sets ``HOME/snapshots``), a relative
+  location is taken under it. The cluster refuses another location; that refusal is one line naming ``path.repo``.
+- **Snapshot**: every index ``<prefix>-*`` (papers, passages and vectors of every collection and build, term indices,
+  builds, the session store), named by UTC time (``<prefix>-20250102-120000``), with the aliases and document counts
+  of each index recorded in the snapshot's metadata.
+- **Restore into a new name, then switch**: the snapshot's indices are restored beside the live ones, renamed
+  ``<index>-r<UTC time>`` (an earlier restore's suffix replaced), the live service untouched; once every restored
+  index is active and holds the recorded number of documents, one atomic ``_aliases`` request moves each alias of
+  the snapshot (papers, passages, terms, vectors) to its restored index and replaces each plain index (builds, the
+  session store) by an alias of the same name over its restored copy. Then every index of the prefix from before the
+  restore that no alias names any more (the replaced versions, builds of the old state) is deleted; indices made
+  after the snapshot that an alias still names (a collection created since) keep serving. A restore that fails
+  before the switch deletes what it restored and leaves the live indices serving. Build records are renamed with
+  their indices, so later builds clean up restored versions as their own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from search.core.errors import FlysiftError, InvalidRequest, NotFound
+from search.engines.cluster.transport import ClusterRequestError, Transport
+
+#: the suffix of a restored index: ``-r`` and the UTC time of the restore, 14 digits
+RESTORED = re.compile(r"-r[0-9]{14}$")
+#: the end of a versioned index's name (papers, passages, vectors, terms: ``search.engines.cluster.engine._version``);
+#: other indices (builds, the session store) are named as they are used
+VERSIONED = re.compile(r"-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+POLL_S = 0.5
+
+
+def repository_name(prefix: str) -> str:
+    return f"{prefix}-backups"
+
+
+def ensure_repository(t: Transport, prefix: str, location: str | None = None) -> dict[str, Any]:
+    """The prefix's repository, registered on first use at ``location`` (default: the folder ``<prefix>`` under the
+    nodes' ``path.repo``); an existing registration is kept as it is. Returns its type and settings."""
+    name = repository_name(prefix)
+    try:
+        return t.request("GET", f"/_snapshot/{name}", what="reading the snapshot repository")[name]
+    except ClusterRequestError as e:
+        if e.http_status != 404:
+            raise
+    where = location or prefix
+    body: dict[str, Any] = {"type": "fs", "settings": {"location": where, "compress": True}}
+    try:
+        t.request("PUT", f"/_snapshot/{name}", body, what="registering the snapshot repository")
+    except ClusterRequestError as e:
+        if "path.repo" in e.message or e.error_type == "repository_exception":
+            raise FlysiftError(f"The cluster refused the snapshot repository at {where!r}: "
+                               "every node must list a folder containing it in path.repo (deploy/cluster-local: "
+                               "HOME/snapshots; give a location under it, or a relative one).",
+                               code="backup_refused", status=409,
+                               details={"location": where}) from None
+        raise
+    return body
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+
+
+def _live_indices(t: Transport, prefix: str) -> dict[str, dict[str, Any]]:
+    """Every index of the prefix with its aliases and document count."""
+    aliases = t.request("GET", f"/{prefix}-*/_alias", params={"allow_no_indices": "true"}, what="reading aliases")
+    if not aliases:
+        return {}
+    counts = t.request("GET", f"/{prefix}-*/_stats/docs", params={"allow_no_indices": "true"},
+                       what="counting documents")["indices"]
+    return {i: {"aliases": sorted(a.get("aliases", {})), "docs": counts.get(i, {}).get("primaries", {})
+                .get("docs", {}).get("count", 0)} for i, a in aliases.items()}
+
+
+def create_snapshot(t: Transport, prefix: str, location: str | None = None,
+                    wait: Callable[[float], None] = time.sleep, timeout_s: float = 3600) -> dict[str, Any]:
+    """Snapshot every index of the prefix (refreshed first, so the recorded counts are what is stored) and wait for
+    it; returns its name, indices, shards, state and seconds."""
+    repo = repository_name(prefix)
+    ensure_repository(t, prefix, location)
+    t.request("POST", f"/{prefix}-*/_refresh", params={"allow_no_indices": "true"}, what="refreshing")
+    live = _live_indices(t, prefix)
+    if not live:
+        raise NotFound(f"Nothing to back up: the cluster holds no index of prefix {prefix!r}.",
+                       details={"prefix": prefix})
+    name = f"{prefix}-{_stamp()}"
+    if _snapshot_info(t, repo, name) is not None:
+        name += f"-{uuid.uuid4().hex[:4]}"
+    t0 = time.monotonic()
+    t.request("PUT", f"/_snapshot/{repo}/{name}", {
+        "indices": ",".join(sorted(live)), "include_global_state": False, "ignore_unavailable": False,
+        "metadata": {"flysift": 1, "prefix": prefix, "indices": live}}, what="starting a snapshot")
+    while True:
+        info = _snapshot_info(t, repo, name)
+        state = info.get("state") if info else None
+        if state in ("SUCCESS", "FAILED", "PARTIAL", "INCOMPATIBLE"):
+            break
+        if time.monotonic() - t0 > timeout_s:
+            raise FlysiftError(f"Snapshot {name} did not finish in {timeout_s:g} s (state {state}); it goes on in "
+                               f"the cluster: GET /_snapshot/{repo}/{name}.", code="backup_failed", status=504)
+        wait(POLL_S)
+    if state != "SUCCESS":
+        raise FlysiftError(f"Snapshot {name} ended {state}: {info.get('failures') if info else ''}"[:500],
+                           code="backup_failed", status=500, details={"snapshot": name, "state": state})
+    shards = info.get("shards", {}) if info else {}
+    return {"snapshot": name, "repository": repo, "indices": sorted(live), "state": state,
+            "shards": shards.get("successful"), "seconds": round(time.monotonic() - t0, 3),
+            "documents": sum(v["docs"] for v in live.values())}
+
+
+def _snapshot_info(t: Transport, repo: str, name: str) -> dict[str, Any] | None:
+    try:
+        res = t.request("GET", f"/_snapshot/{repo}/{name}", what="reading a snapshot")
+    except ClusterRequestError as e:
+        if e.http_status == 404:
+            return None
+        raise
+    snaps = res.get("snapshots") or []
+    return snaps[0] if snaps else None
+
+
+def list_snapshots(t: Transport, prefix: str) -> list[dict[str, Any]]:
+    """The prefix's snapshots, oldest first: name, state, start time, indices (none before the repository)."""
+    repo = repository_name(prefix)
+    try:
+        res = t.request("GET", f"/_snapshot/{repo}/_all", what="listing snapshots")
+    except ClusterRequestError as e:
+        if e.http_status == 404:
+            return []
+        raise
+    return [{"snapshot": s["snapshot"], "state": s.get("state"), "start_time": s.get("start_time"),
+             "indices": len(s.get("indices", []))} for s in res.get("snapshots", [])]
+
+
+def restore_snapshot(t: Transport, prefix: str, snapshot: str, *, replicas: int,
+                     wait: Callable[[float], None] = time.sleep, timeout_s: float = 3600) -> dict[str, Any]:
+    """Restore ``snapshot`` beside the live indices, check it, then switch to it atomically (module docstring).
+    ``replicas``: the copies the restored indices get on this cluster. Returns what was restored and switched."""
+    repo = repository_name(prefix)
+    info = _snapshot_info(t, repo, snapshot)
+    if info is None:
+        valid = [s["snapshot"] for s in list_snapshots(t, prefix)]
+        raise NotFound(f"No snapshot {snapshot!r} in repository {repo}.",
+                       details={"snapshot": snapshot[:100], "valid": valid})
+    meta = (info.get("metadata") or {})
+    recorded: dict[str, dict[str, Any]] = meta.get("indices") or {}
+    if meta.get("prefix") != prefix or not recorded:
+        raise InvalidRequest(f"Snapshot {snapshot!r} was not made by flysift for prefix {prefix!r}.",
+                             details={"snapshot": snapshot[:100]})
+    suffix = "-r" + time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    restored = {index: RESTORED.sub("", index) + suffix for index in recorded}
+    clash = [n for n in restored.values() if _exists(t, n)]
+    if clash:
+        raise FlysiftError(f"A restore into {clash[0]} exists already; wait a second and retry.", code="busy",
+                           status=409)
+    before = set(_live_indices(t, prefix))
+    t0 = time.monotonic()
+    t.request("POST", f"/_snapshot/{repo}/{snapshot}/_restore", {
+        "indices": ",".join(sorted(recorded)), "include_global_state": False, "include_aliases": False,
+        "rename_pattern": "^(.+?)(-r[0-9]{14})?$", "rename_replacement": "$1" + suffix,
+        "index_settings": {"index.number_of_replicas": replicas}}, what="starting a restore")
+    try:
+        _await_restored(t, restored, recorded, wait, timeout_s, t0)
+        builds = _rename_builds(t, prefix, restored, suffix)
+        switched = _switch(t, recorded, restored)
+    except BaseException:
+        t.request("DELETE", "/" + ",".join(sorted(restored.values())), params={"ignore_unavailable": "true"},
+                  what="removing a failed restore")
+        raise
+    named = _alias_targets_of_prefix(t, prefix)
+    old = sorted((before | set(switched["replaced"])) - named - set(restored.values()))
+    if old:
+        t.request("DELETE", "/" + ",".join(old), params={"ignore_unavailable": "true"}, what="dropping replaced")
+    return {"snapshot": snapshot, "indices": sorted(restored.values()), "aliases": switched["aliases"],
+            "replaced": old, "builds_renamed": builds, "seconds": round(time.monotonic() - t0, 3),
+            "documents": sum(v.get("docs", 0) for v in recorded.values())}
+
+
+def _exists(t: Transport, name: str) -> bool:
+    try:   # opensearch-py answers a HEAD's 404 with False, the Elasticsearch client raises it
+        return t.request("HEAD", f"/{name}", what="checking an index") is not False
+    except ClusterRequestError as e:
+        if e.http_status == 404:
+            return False
+        raise
+
+
+def _await_restored(t: Transport, restored: dict[str, str], recorded: dict[str, dict[str, Any]],
+                    wait: Callable[[float], None], timeout_s: float, t0: float) -> None:
+    """Every primary of every restored index active, then its document count equal to the snapshot's record."""
+    names = ",".join(sorted(restored.values()))
+    while True:
+        health = t.request("GET", f"/_cluster/health/{names}", what="restore progress")
+        if health.get("status") in ("green", "yellow") and not health.get("initializing_shards"):
+            break
+        if time.monotonic() - t0 > timeout_s:
+            raise FlysiftError(f"The restore did not finish in {timeout_s:g} s (health {health.get('status')}).",
+                               code="restore_failed", status=504)
+        wait(POLL_S)
+    t.request("POST", f"/{names}/_refresh", what="refreshing restored indices")
+    counts = t.request("GET", f"/{names}/_stats/docs", what="counting restored documents")["indices"]
+    for index, name in restored.items():
+        got = counts.get(name, {}).get("primaries", {}).get("docs", {}).get("count")
+        if got != recorded[index].get("docs"):
+            raise FlysiftError(f"Restored index {name} holds {got} documents, the snapshot recorded "
+                               f"{recorded[index].get('docs')} for {index}: the live indices were left serving.",
+                               code="restore_failed", status=500, details={"index": name})
+
+
+def _rename_builds(t: Transport, prefix: str, restored: dict[str, str], suffix: str) -> int:
+    """Build records carry their indices' version as id: give each restored record its restored version."""
+    builds = restored.get(f"{prefix}-builds") or next((v for k, v in restored.items()
+                                                       if RESTORED.sub("", k) == f"{prefix}-builds"), None)
+    if builds is None:
+        return 0
+    hits = t.request("POST", f"/{builds}/_search", {"size": 10_000, "query": {"match_all": {}}},
+                     what="reading build records")["hits"]["hits"]
+    lines = []
+    for h in hits:
+        new_id = RESTORED.sub("", h["_id"]) + suffix
+        lines += [json.dumps({"index": {"_index": builds, "_id": new_id}}), json.dumps(h["_source"]),
+                  json.dumps({"delete": {"_index": builds, "_id": h["_id"]}})]
+    if lines:
+        res = t.request("POST", "/_bulk", "\n".join(lines) + "\n", params={"refresh": "true"}, ndjson=True,
+                        what="renaming build records")
+        if res.get("errors"):
+            raise FlysiftError("Renaming the restored build records failed; the live indices were left serving.",
+                               code="restore_failed", status=500)
+    return len(hits)
+
+
+def _switch(t: Transport, recorded: dict[str, dict[str, Any]], restored: dict[str, str]) -> dict[str, Any]:
+    """One ``_aliases`` request: every alias of the snapshot onto its restored index (off whatever it names now), and
+    every plain index of the snapshot replaced by an alias of its name over its restored copy."""
+    actions: list[dict[str, Any]] = []
+    replaced: set[str] = set()
+    aliases: dict[str, str] = {}
+    for index, name in sorted(restored.items()):
+        plain = RESTORED.sub("", index)
+        names = recorded[index].get("aliases") or ([] if VERSIONED.search(plain) else [plain])
+        for alias in names:
+            current = _targets(t, alias)
+            if current is None:   # a plain index by that name: replace it by the alias
+                actions.append({"remove_index": {"index": alias}})
+                replaced.add(alias)
+            else:
+                actions += [{"remove": {"index": i, "alias": alias}} for i in current]
+                replaced |= set(current)
+            actions.append({"add": {"index": name, "alias": alias}})
+            aliases[alias] = name
+    t.request("POST", "/_aliases", {"actions": actions}, what="switching to the restored indices")
+    return {"aliases": aliases, "replaced": sorted(replaced - set(restored.values()))}
+
+
+def _alias_targets_of_prefix(t: Transport, prefix: str) -> set[str]:
+    """Indices of the prefix that some alias names."""
+    return {i for i, info in _live_indices(t, prefix).items() if info["aliases"]}
+
+
+def _targets(t: Transport, name: str) -> list[str] | None:
+    """The indices alias ``name`` points to; [] when nothing has the name; None when it is a plain index."""
+    try:
+        res = t.request("GET", f"/_alias/{name}", what="reading an alias")
+        return sorted(res)
+    except ClusterRequestError as e:
+        if e.http_status != 404:
+            raise
+    return None if _exists(t, name) else []
