@@ -58,13 +58,16 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option("--no-cache", is_flag=True, help="Parse the file even if the ontology cache has it")
 @click.option("--allow-name-mismatch", is_flag=True,
               help="Index under --name even when the file's ids belong to another known ontology")
+@click.option("--allow-shrink", is_flag=True,
+              help="Index even when the file holds less than min_publish_share (default 50%) of the terms indexed "
+                   "under --name now (a truncated or wrong file would otherwise replace them)")
 @click.option("--dense/--no-dense", default=False,
               help="Also embed every live term's labels and definition for mode dense/hybrid term search (needs "
                    "the dense extra; GO takes ~20 min of CPU, seconds on a GPU) [default: no]")
 @click.option("--json", "as_json", is_flag=True,
               help="Stages as JSON lines on stderr; end with a one-line JSON summary on stdout")
 def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow_name_mismatch: bool,
-             dense: bool, as_json: bool) -> None:
+             allow_shrink: bool, dense: bool, as_json: bool) -> None:
     """Index an ontology (OBO, OWL RDF/XML or OBO Graphs JSON; plain or .gz; the last two need the 'owl' extra) for
     term search, lookups and the hierarchy, and, with ``--dense``, its dense term index. On a terminal each stage
     prints a line as it starts (GO takes about a minute; its dense term index ~20 minutes of CPU, so it is asked for,
@@ -85,7 +88,7 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
     stats = ont.stats()
     progress.stage(f"{name}: indexing {stats['terms']} terms (search index, hierarchy, re-ranker model)",
                    ontology=name, terms=stats["terms"])
-    n = services.terms.index_ontology(ont)
+    n = services.terms.index_ontology(ont, allow_shrink=allow_shrink, min_share=settings.min_publish_share)
     indexed = time.perf_counter() - t0 - loaded
     dense_meta = _dense_terms(settings.data_dir, ont, progress) if dense else None
     vectors = (f"; dense term index: {dense_meta['vectors']} vectors ({dense_meta['backend']}) in "

@@ -35,8 +35,12 @@ def create_build(collection: str, request: Request) -> dict:
 @router.post("/collections/{collection}/builds/{build_id}/papers")
 def add_papers(collection: str, build_id: str, body: BuildPapers, request: Request) -> dict:
     """Add (or replace, by pmcid) papers in an open build. A write that fails aborts the build; a paper the engine
-    refuses (a cluster's mapping conflict) is left out and listed in ``rejected``, naming the field."""
-    return _builds(request).add_papers(collection, build_id, body.papers)
+    refuses (a cluster's mapping conflict) is left out and listed in ``rejected``, naming the field. A pmcid sent
+    twice in one request is one paper (the last copy, as a later request would replace it): ``indexed`` counts
+    distinct papers and ``duplicates`` the copies that replaced an earlier one."""
+    papers = {p.pmcid: p for p in body.papers}
+    out = _builds(request).add_papers(collection, build_id, papers.values())
+    return {**out, "duplicates": len(body.papers) - len(papers)}
 
 
 @router.post("/collections/{collection}/builds/{build_id}/publish", response_model=IndexSummary)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool as blocking
 
@@ -22,7 +22,7 @@ from search.sessions.keys import LOCAL, Principal, RateLimiter, Unauthorized, ke
 from search.sessions.service import SessionService
 
 #: paths anyone may call, even with auth on
-PUBLIC_PATHS = frozenset({"/v1/health"})
+PUBLIC_PATHS = frozenset({"/v1/health", "/v1/ready"})
 SESSION_HEADER = "X-Session-Id"
 SESSION_HEADER_DOC = ("The session this call belongs to: the call is traced there, a read spends its budget, its "
                       "hidden terms and synonym policy apply; an unknown or another team's session is 404")
@@ -37,7 +37,11 @@ BEARER_SCHEME = {"type": "http", "scheme": "bearer",
 
 def bearer_key(request: Request) -> str | None:
     """The credentials of ``Authorization: Bearer <key>`` (scheme case-insensitive), else None."""
-    scheme, credentials = get_authorization_scheme_param(request.headers.get("Authorization"))
+    return bearer_of(request.headers.get("Authorization"))
+
+
+def bearer_of(authorization: str | None) -> str | None:
+    scheme, credentials = get_authorization_scheme_param(authorization)
     return credentials if scheme and credentials and scheme.lower() == "bearer" else None
 
 
@@ -54,26 +58,44 @@ Search = Annotated[SearchService, Depends(search_service)]
 
 
 async def principal(request: Request) -> Principal:
+    """The caller, as ``authenticate`` finds it (once per request: the input guard authenticates a request with a
+    body before reading it, and leaves the result here)."""
+    p = getattr(request.state, "principal", None)
+    if p is None:
+        p = await authenticate(request.app, request.headers.get("Authorization"), request.url.path)
+        request.state.principal = p
+    return p
+
+
+def key_shape(app: FastAPI, authorization: str | None, path: str) -> str | None:
+    """The presented key when auth applies to ``path`` (None when it does not); ``Unauthorized`` when there is none
+    or it is not shaped like one of our keys. No store access: the input guard calls it before reading a body."""
+    if not app.state.settings.auth or path in PUBLIC_PATHS:
+        return None
+    key = bearer_of(authorization)
+    if key is None:
+        raise Unauthorized("Missing API key: send 'Authorization: Bearer fsk_…' (keys come from "
+                           "`flysift admin create-key`).")
+    key_id_of(key)
+    return key
+
+
+async def authenticate(app: FastAPI, authorization: str | None, path: str) -> Principal:
     """The caller. With auth off everyone is the ``local`` team with every scope (no store access, no hand-off);
     with auth on the key's record is read in one hop. The rate limit is per worker process (``RateLimiter``)."""
-    if not request.app.state.settings.auth or request.url.path in PUBLIC_PATHS:
-        p = LOCAL
-    else:
-        key = bearer_key(request)
-        if key is None:
-            raise Unauthorized("Missing API key: send 'Authorization: Bearer fsk_…' (keys come from "
-                               "`flysift admin create-key`).")
-        key_id = key_id_of(key)
-        limiter: RateLimiter = request.app.state.limiter
-        sessions: SessionService = request.app.state.sessions
-        try:
-            p = verify(key, await blocking(sessions.api_key, key_id))
-        except Unauthorized:
-            # wrong secrets for a key id are limited in their own bucket, so they cannot lock the key's owner out
-            limiter.hit(FAILED_BUCKET + key_id)
-            raise
-        limiter.hit(p.key_id or "")
-    request.state.principal = p
+    key = key_shape(app, authorization, path)
+    if key is None:
+        return LOCAL
+    key_id = key_id_of(key)
+    limiter: RateLimiter = app.state.limiter
+    sessions: SessionService = app.state.sessions
+    try:
+        p = verify(key, await blocking(sessions.api_key, key_id))
+    except Unauthorized:
+        # wrong secrets for a key id are limited in their own bucket, so they cannot lock the key's owner out
+        limiter.hit(FAILED_BUCKET + key_id)
+        raise
+    limiter.hit(p.key_id or "")
     return p
 
 
@@ -96,7 +118,7 @@ async def current_session(request: Request, caller: Caller,
                           ) -> Session | None:
     """The session named by the ``X-Session-Id`` header (None without it, at no cost); the call is traced in it.
     Declared as a parameter so that every operation that reads it says so in the OpenAPI document."""
-    if not sid:
+    if sid is None:   # an empty header is a malformed id (422), not "no session"
         return None
     sessions: SessionService = request.app.state.sessions
     s = await blocking(sessions.get, sid, caller)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import ValidationError
+from pydantic import StringConstraints, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
@@ -14,6 +14,7 @@ from search.api.deps import CurrentSession, Search
 from search.api.fast import lean
 from search.api.respond import answer, dump, json_response
 from search.core.errors import InvalidRequest
+from search.core.inputs import INT64_MAX
 from search.core.models import IndexStats, PaperSearchResults, PaperText, PassageSearchResults
 from search.core.names import DEFAULT_COLLECTION, index_missing
 from search.core.query import HighlightSpec
@@ -134,8 +135,11 @@ async def search_passages(body: SearchRequest, request: Request, session: Curren
 def _from_query(params: dict) -> SearchRequest:
     """A GET search's parameters as the POST body they stand for (the same checks, the same answer)."""
     filters = {k: params.pop(k) for k in ("year_from", "year_to") if params.get(k) is not None}
-    sections = [x for s in params.pop("section") or [] for x in s.split(",") if x]
-    pmcids = [x for s in params.pop("pmcid") or [] for x in s.split(",") if x]
+    # a link's lists, comma-separated or repeated: blank items skipped, each section or paper once (the server
+    # strips and upper-cases section names), so a link never holds more than the body's lists may
+    sections = list(dict.fromkeys(x.strip().upper() for s in params.pop("section") or [] for x in s.split(",")
+                                  if x.strip()))
+    pmcids = list(dict.fromkeys(x for s in params.pop("pmcid") or [] for x in s.split(",") if x))
     if sections:
         filters["section_types"] = sections
     if pmcids:
@@ -144,7 +148,7 @@ def _from_query(params: dict) -> SearchRequest:
     spec = {k: v for k, v in spec.items() if v is not None}
     if params.get("highlight") or spec:
         params["highlight"] = spec or True
-    facets = [x for s in params.pop("facets") or [] for x in s.split(",") if x]
+    facets = list(dict.fromkeys(x for s in params.pop("facets") or [] for x in s.split(",") if x))  # a repeat: one
     data = {k: v for k, v in params.items() if v is not None}
     if filters:
         data["filters"] = filters
@@ -220,11 +224,13 @@ def similar_papers(pmcid: str, search: Search, collection: str = DEFAULT_COLLECT
 @router.get("/papers/{pmcid:path}", response_model=PaperText, tags=["papers"])
 @lean
 async def get_paper(pmcid: str, request: Request, session: CurrentSession,
-                    sections: Annotated[list[str] | None,
-                                        Query(description="Section names (repeat or comma-separate); ABSTRACT "
-                                                          "selects the abstract")] = None,
+                    sections: Annotated[list[Annotated[str, StringConstraints(max_length=200)]] | None,
+                                        Query(max_length=16, description="Section names (repeat or "
+                                                                         "comma-separate); ABSTRACT selects the "
+                                                                         "abstract")] = None,
                     max_chars: Annotated[int | None,
-                                         Query(description="Page size in characters; a cursor continues")] = None,
+                                         Query(ge=200, le=INT64_MAX,
+                                               description="Page size in characters; a cursor continues")] = None,
                     cursor: str | None = None, collection: str = DEFAULT_COLLECTION) -> Response:
     """A page of a paper's text. Within a session (X-Session-Id) this spends reading budget; X-Budget-Used and
     X-Budget-Max say how much. The unit is spent when the answer is recorded in the session's trace (see

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic import StringConstraints
 
 from search.api.deps import Caller, Sessions, trace_into
 from search.api.fast import lean
@@ -32,6 +33,10 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 #: a session lists at most this far: offset + limit stays within a cluster's default result window (10,000)
 MAX_LIST_OFFSET = 9_000
+#: ``pmcids`` of a coverage request (each may hold several, comma-separated): the URL must stay under the HTTP
+#: server's 64 KiB request line (paper ids are ASCII: at most 3 bytes a character once percent-encoded)
+MAX_COVERAGE_PMCIDS = 8
+MAX_PMCID_CHARS = 2_000
 
 
 @router.post("", response_model=Session, status_code=201)
@@ -85,7 +90,8 @@ def get_trace(session_id: str, sessions: Sessions, p: Caller,
 
 @router.get("/{session_id}/coverage", response_model=Coverage)
 def get_coverage(session_id: str, sessions: Sessions, p: Caller,
-                 pmcids: Annotated[list[str] | None, Query(description="Curator-cited pmcids (repeat or "
+                 pmcids: Annotated[list[Annotated[str, StringConstraints(max_length=MAX_PMCID_CHARS)]] | None,
+                                   Query(max_length=MAX_COVERAGE_PMCIDS, description="Curator-cited pmcids (repeat or "
                                                                        "comma-separate); default: the gene's cited "
                                                                        "papers in the loaded FlyAOC ground truth")
                                    ] = None) -> Coverage:

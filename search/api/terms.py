@@ -42,7 +42,11 @@ from search.schema.terms import (
 
 router = APIRouter(prefix="/v1", tags=["terms"], dependencies=[Depends(current_session)])
 
-Hidden = Query(None, description="Hidden terms: a named set (flyaoc) and/or comma-separated ids")
+#: characters of ``hidden`` and ``relations``: a URL (request line) over 64 KiB is refused by the HTTP server itself
+MAX_HIDDEN_CHARS = 2_000
+MAX_RELATIONS_CHARS = 500
+Hidden = Query(None, max_length=MAX_HIDDEN_CHARS,
+               description="Hidden terms: a named set (flyaoc) and/or comma-separated ids")
 HiddenDesc = Query(False, description="Also hide every descendant (is_a, part_of) of the hidden ids")
 Relations = Query("hierarchy", description="Relation set (is_a, hierarchy, regulates, all) or comma-separated names")
 
@@ -78,7 +82,7 @@ async def search_terms(request: Request,
                        ontology: str = Query("go", description="go, fbbt, fbdv (or another indexed name)"),
                        aspect: str | None = Query(None, description="GO aspect P, F or C"),
                        limit: int = Query(10, ge=1), include_obsolete: bool = False,
-                       q: str | None = Query(None, deprecated=True,
+                       q: str | None = Query(None, deprecated=True, include_in_schema=False,
                                              description="Deprecated alias of query (removed in the next release)"),
                        mode: Literal["bm25", "dense", "hybrid"] = Query(
                            "bm25", description="bm25: the lexical ranking (default); dense: nearest terms by embedding "
@@ -115,7 +119,8 @@ async def get_term(request: Request, term_id: str, h: HiddenQuery = Depends(hidd
 def _related(direction: Literal["ancestors", "descendants", "children", "parents"], default_relations: str
              ) -> Callable[..., Awaitable[Response]]:
     async def endpoint(request: Request, term_id: str,
-                       relations: str = Query(default_relations, description=Relations.description),
+                       relations: str = Query(default_relations, max_length=MAX_RELATIONS_CHARS,
+                                              description=Relations.description),
                        limit: int = Query(1000, ge=1, le=100_000),
                        h: HiddenQuery = Depends(hidden_spec)) -> Response:
         return await answer(lambda: _svc(request).related(term_id, direction, relations=relations, limit=limit,
@@ -162,7 +167,8 @@ async def search_stage_terms(request: Request, query: str, limit: int = Query(10
 @router.get("/flyaoc/get_term_children", tags=["flyaoc"], response_model=dict[str, Any])
 @lean
 async def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1),
-                            relations: str = Query("is_a", description=Relations.description),
+                            relations: str = Query("is_a", max_length=MAX_RELATIONS_CHARS,
+                                                   description=Relations.description),
                             h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """``get_term_children``: ``{term_id, term_name, children_count, children, truncated}``. Errors carry FlyAOC's
     ``{term_id, error}`` body in ``details.flyaoc``."""

@@ -16,6 +16,7 @@ request removes one: no failed or forgotten request keeps a collection locked.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +29,8 @@ from search.core.errors import FlysiftError
 from search.core.models import IndexSummary, Paper, Passage, Reject
 from search.engines import Build, BuildRefused, Engine
 from search.text.passages import split_passages
+
+log = logging.getLogger("flysift.builds")
 
 
 def prepare(paper: Paper, preparer: Callable[[Paper, list[Passage]], Any],
@@ -150,6 +153,27 @@ class BuildService:
         """Abort an open build: its files are removed and the collection unlocks; the live build keeps serving."""
         with self._using(collection, build_id, closes=True):
             pass  # leaving the registry aborts and removes it
+
+    def open_counts(self) -> dict[str, int]:
+        """Open API builds per collection (a gauge of ``/metrics``)."""
+        with self._lock:
+            keys = list(self._open)
+        out: dict[str, int] = {}
+        for collection, _ in keys:
+            out[collection] = out.get(collection, 0) + 1
+        return out
+
+    def abort_all(self) -> None:
+        """Abort and remove every open API build: the process is stopping, and a restart, a deploy or a crash loop
+        must not leave half-written builds (or a first build's empty collection) behind."""
+        with self._lock:
+            entries = list(self._open.values())
+            self._open.clear()
+        for entry in entries:
+            try:
+                entry.writer.abort(discard=True)
+            except Exception:  # noqa: BLE001  (one build that cannot be removed must not keep the others)
+                log.exception("aborting an open build of %s at shutdown", entry.writer.collection)
 
     def _expire_idle(self) -> None:
         """Abort and forget the builds unused for ``idle_timeout_s``, so their collections unlock."""

@@ -88,23 +88,65 @@ def main(debug: bool) -> None:
 @click.option("--port", type=int, default=None, help="Port (default 8000)")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: one per core)")
-@click.option("--access-log", is_flag=True, help="Log every request (method, path, status) to stderr")
-def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int | None, access_log: bool) -> None:
+@click.option("--access-log", is_flag=True,
+              help="One JSON line per request (request id, route, status, duration, team, session) on stderr, or "
+                   "in FLYSIFT_ACCESS_LOG_FILE [env FLYSIFT_ACCESS_LOG]")
+@click.option("--skip-checks", is_flag=True,
+              help="Start even when the data dir has damaged files (/v1/ready then reports them)")
+def serve(data_dir: Path | None, host: str | None, port: int | None, workers: int | None, access_log: bool,
+          skip_checks: bool) -> None:
     """Serve the REST API (OpenAPI at /openapi.json).
 
     Workers share the index, the session store (budgets, traces, keys: exact across workers) and the cursor secret
     through the data dir; each keeps its own rate-limit buckets (a key may reach N times the rate with N workers)
-    and its own open API builds (send a build's calls to one worker: --workers 1, or `flysift index`)."""
+    and its own open API builds (send a build's calls to one worker: --workers 1, or `flysift index`). The data dir is
+    checked first: a damaged file stops the start with one line naming it and what to run (`flysift doctor`)."""
     import os
 
     import uvicorn
 
     settings = settings_for(data_dir)
     os.environ["FLYSIFT_DATA_DIR"] = str(settings.data_dir)
+    access_log = access_log or settings.access_log
+    if access_log:
+        os.environ["FLYSIFT_ACCESS_LOG"] = "true"   # the workers' apps read their settings from the environment
     host, port, workers = host or settings.host, port or settings.port, workers or default_workers()
+    if not skip_checks:
+        refuse_damaged(settings)
     click.echo(serve_banner(settings, host, port, workers, access_log), err=True)
+    if workers > 1:
+        shared_metrics_dir()
     uvicorn.run("search.api.app:create_app", factory=True, host=host, port=port, workers=workers,
-                log_level="info" if access_log else "warning", access_log=access_log)
+                log_level="warning", access_log=False)   # the access log is the app's (search.ops.requestlog)
+
+
+def refuse_damaged(settings: Settings) -> None:
+    """Exit with one line per damaged file of the data dir (and what to run) before anything starts."""
+    from search.ops.readiness import data_dir_checks
+
+    damaged = [c for c in data_dir_checks(settings) if c.damaged]
+    if not damaged:
+        return
+    for c in damaged:
+        click.secho(f"error [data_dir_damaged]: {c.file or c.name}: {c.message}; {c.fix or 'see flysift doctor'}",
+                    fg="red", err=True)
+    click.echo(f"The data dir {settings.data_dir} has damaged files; nothing was started. `flysift doctor` checks it "
+               "all (--skip-checks starts anyway).", err=True)
+    sys.exit(2)
+
+
+def shared_metrics_dir() -> None:
+    """With several workers, prometheus-client keeps counters in files every worker writes and any scrape reads:
+    a fresh folder per start (PROMETHEUS_MULTIPROC_DIR), so counts of an earlier run never mix in."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from search.ops.metrics import MULTIPROC_ENV
+
+    folder = tempfile.mkdtemp(prefix="flysift-metrics-")
+    os.environ[MULTIPROC_ENV] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 def serve_banner(settings: Settings, host: str, port: int, workers: int, access_log: bool) -> str:
@@ -124,14 +166,31 @@ def serve_banner(settings: Settings, host: str, port: int, workers: int, access_
     onts = ", ".join(services.terms.names()) or "none (`flysift index ontology`)"
     local = collection_names(settings) if capabilities_of(settings).local_builds else []   # a cluster is never outdated
     warnings = [f"  warning: {why}" for c in local if (why := services.engine(c).outdated())]
-    return "\n".join([
+    lines = [
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
         f"  engine: {services.engine().name}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
         f"  workbench: {url}/ (search, papers, terms, sessions{', runs' if settings.runs_dir else ''}); "
         f"docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
         f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
         *warnings,
-    ])
+    ]
+    if not settings.auth and not is_loopback(host):
+        lines.append(f"WARNING: auth is off and {host} is reachable from other machines: every caller is an admin "
+                     "(can index, publish and read every team's sessions). Set FLYSIFT_AUTH=true with keys from "
+                     "`flysift admin create-key`, or bind --host 127.0.0.1.")
+    return "\n".join(lines)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host.strip("[]").lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:   # a host name: it may resolve to anything
+        return False
 
 
 def default_workers() -> int:

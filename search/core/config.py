@@ -166,8 +166,11 @@ class Settings(Model):
     max_export_hits: int = Field(100_000, ge=1, le=10_000_000, description="Most hits one export (format=csv, "
                                  "tsv, ris, bibtex, jsonl, trec) streams")
     default_paper_max_chars: int = 40_000
-    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "
-                                "collection builds send papers in batches under it")
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON body of a collection build's "
+                                "papers (bytes); builds send papers in batches under it")
+    max_query_body_bytes: int = Field(1024 * 1024, ge=1024, description="Largest JSON body of every other route "
+                                      "(searches, sessions, names; a submission may take up to 2 MiB, texts to "
+                                      "recognise 4 MiB)")
 
     # indexing
     min_publish_share: float = Field(0.5, ge=0.0, le=1.0, description="Refuse to publish a build holding less than "
@@ -186,6 +189,13 @@ class Settings(Model):
     auth: bool = Field(False, description="Require API keys; off only for local demos")
     rate_limit_per_minute: float = Field(600.0, description="Requests per minute per key and process; 0 = off")
     rate_limit_burst: int = Field(60, description="Requests a key may make at once before the rate applies")
+    log_format: Literal["json", "text"] = Field("json", description="The service log: one JSON object per line, or "
+                                                "plain text")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = Field(False, description="One line per request (request id, route, status, duration, engine "
+                                                "time, team, session; never a key, cookie, query string or body)")
+    access_log_file: Path | None = Field(None, description="Write the access log here (JSON lines) instead of "
+                                                           "stderr")
     otel: bool = Field(False, description="FastAPI's own OpenTelemetry spans, metrics and logs through the global "
                                           "providers (opentelemetry-instrument or your SDK setup); off: no "
                                           "per-request provider checks")

@@ -84,6 +84,18 @@ class IndexMissing(FlysiftError):
     code = "index_missing"
 
 
+class IndexCorrupt(FlysiftError):
+    """A file of a published index is damaged (not what flysift wrote): the operator must restore or rebuild; the
+    message names the file (relative to the data dir in answers) and what to run."""
+
+    status = 503
+    code = "index_corrupt"
+
+    def __init__(self, message: str, **kw: Any):
+        super().__init__(message, **kw)
+        self.headers.setdefault("Retry-After", "60")
+
+
 class CollectionNotFound(IndexMissing):
     """A named collection without a published index does not exist: 404 ``not_found`` (like any unknown name), which
     no retry changes; ``details.field`` is ``collection``."""

@@ -9,7 +9,10 @@ Malformed names are 422 ``invalid_request``; well-formed unknown ones 404 ``not_
 - ontology: ``[a-z][a-z0-9_-]{0,31}``: a directory name under ``terms/`` and part of a cluster index name (which
   must be lower case);
 - collection: ``[a-z0-9][a-z0-9_-]{0,62}``: a directory under ``collections/`` and a cluster index prefix;
-- build id: what the engines make (``20250101T120000-1a2b3c`` embedded, ``20250101-120000-1a2b3c`` cluster).
+- build id: what the engines make (``20250101T120000-1a2b3c`` embedded, ``20250101-120000-1a2b3c`` cluster);
+- paper id (the ``pmcid`` key a build request sends): ``PMC123``, ``PMID:123``, ``DOI:10.1000/x(1)``, or a test
+  collection's document id (``MED-10``); letters and digits first, then letters, digits and ``._:;()+/-``, at most
+  256 characters, and no ``..`` (so no ``../../etc/passwd``, no markup, no whitespace, never empty).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from search.core.errors import CollectionNotFound, IndexMissing, InvalidRequest,
 ONTOLOGY_PATTERN = r"[a-z][a-z0-9_-]{0,31}"
 COLLECTION_PATTERN = r"[a-z0-9][a-z0-9_-]{0,62}"
 BUILD_ID_PATTERN = r"[0-9]{8}[T-][0-9]{6}-[0-9a-f]{6}"
+#: no look-around (pydantic's regex engine has none): a dot is always followed by another character or the end
+PAPER_ID_PATTERN = r"[A-Za-z0-9](?:\.?[A-Za-z0-9_:;()+/-])*\.?"
+MAX_PAPER_ID_CHARS = 256
 #: TREC topic ids and run tags of a run export: one token
 TREC_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 #: the collection a service serves when a request names none; without an index it is "not ready", not "unknown"
@@ -30,9 +36,10 @@ DEFAULT_COLLECTION = "default"
 
 PATTERNS: dict[str, re.Pattern[str]] = {
     "ontology": re.compile(ONTOLOGY_PATTERN), "collection": re.compile(COLLECTION_PATTERN),
-    "build_id": re.compile(BUILD_ID_PATTERN),
+    "build_id": re.compile(BUILD_ID_PATTERN), "paper_id": re.compile(PAPER_ID_PATTERN),
 }
-LABELS = {"ontology": "ontology name", "collection": "collection name", "build_id": "build id"}
+LABELS = {"ontology": "ontology name", "collection": "collection name", "build_id": "build id",
+          "paper_id": "paper id"}
 #: at most this many characters of a rejected name are quoted back
 QUOTE_CHARS = 200
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
 
 from search.core.base import Model
+from search.core.inputs import json_int
 
 #: Default field weights for paper search (a collection may set its own: ``Settings.bm25``): how many times each field
 #: is written into the paper's ``text`` field at index time, in both engines (title 2: older gene names reach recall@16
@@ -105,6 +106,7 @@ class Clause(Model):
 #: bounds of a filter as a request may send it (a year is four digits; lists are what one query can carry)
 MAX_YEAR = 9999
 MAX_FILTER_PMCIDS = 10_000
+MAX_FILTER_PMCID_CHARS = 256
 MAX_FILTER_SECTIONS = 64
 
 
@@ -113,11 +115,13 @@ class Filters(Model):
 
     model_config = ConfigDict(extra="forbid")
 
-    year_from: int | None = Field(None, ge=0, le=MAX_YEAR)
-    year_to: int | None = Field(None, ge=0, le=MAX_YEAR)
+    # JSON integers: true is not the year 1
+    year_from: json_int(ge=0, le=MAX_YEAR) | None = None   # type: ignore[valid-type]
+    year_to: json_int(ge=0, le=MAX_YEAR) | None = None   # type: ignore[valid-type]
     section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
         None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
-    pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)
+    pmcids: list[Annotated[str, StringConstraints(max_length=MAX_FILTER_PMCID_CHARS)]] | None = Field(
+        None, max_length=MAX_FILTER_PMCIDS)
     source: Literal["paper", "supplement"] | None = Field(
         None, description="paper: the articles' text only; supplement: their supplementary files only (papers "
                           "matched in a supplement); none: both")

@@ -17,11 +17,20 @@ from search.core.errors import FlysiftError
 from search.core.names import DEFAULT_COLLECTION
 from search.core.query import BM25_B, BM25_K1
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, StorageError, publish_refusal, storage_error
-from search.engines.protocol import Build, Capabilities, Engine, PublishedBuild, TermEngine, VectorStore, VectorWriter
+from search.engines.protocol import (
+    Backupable,
+    Build,
+    Capabilities,
+    Engine,
+    PublishedBuild,
+    TermEngine,
+    VectorStore,
+    VectorWriter,
+)
 
-__all__ = ["MIN_PUBLISH_SHARE", "Build", "BuildRefused", "Capabilities", "Engine", "PublishedBuild", "StorageError",
-           "TermEngine", "VectorStore", "VectorWriter", "capabilities_of", "check_settings", "collection_names",
-           "open_engine", "open_local", "publish_refusal", "storage_error"]
+__all__ = ["MIN_PUBLISH_SHARE", "Backupable", "Build", "BuildRefused", "Capabilities", "Engine", "PublishedBuild",
+           "StorageError", "TermEngine", "VectorStore", "VectorWriter", "capabilities_of", "check_settings",
+           "collection_names", "open_engine", "open_local", "publish_refusal", "storage_error"]
 
 
 def capabilities_of(settings: Settings) -> Capabilities:

@@ -33,18 +33,20 @@ class StorageError(FlysiftError):
 
 
 def publish_refusal(indexed: int, live: int, *, min_share: float = MIN_PUBLISH_SHARE,
-                    allow_shrink: bool = False) -> str | None:
+                    allow_shrink: bool = False, items: str = "papers", what: str = "build",
+                    override: str = "--allow-shrink, or allow_shrink=true over the API,") -> str | None:
     """Why a build of ``indexed`` papers must not replace a live build of ``live`` papers, or None when it may.
 
-    An empty build is never published (``allow_shrink`` does not cover it): it would take every paper away.
+    An empty build is never published (``allow_shrink`` does not cover it): it would take every paper away. The same
+    rule guards an ontology's re-index (``items="terms"``, ``what="index"``): a 1-term file indexed as ``go`` would
+    otherwise serve one GO term at once.
     """
     if indexed <= 0:
-        return (f"the build holds no papers; the live build ({live} papers) keeps serving" if live
-                else "the build holds no papers")
+        return (f"the {what} holds no {items}; the live {what} ({live} {items}) keeps serving" if live
+                else f"the {what} holds no {items}")
     if not allow_shrink and live and indexed < min_share * live:
-        return (f"the build holds {indexed} papers, less than {min_share:.0%} of the {live} the live build holds; "
-                f"the live build keeps serving (--allow-shrink, or allow_shrink=true over the API, publishes it "
-                f"anyway)")
+        return (f"the {what} holds {indexed} {items}, less than {min_share:.0%} of the {live} the live {what} "
+                f"holds; the live {what} keeps serving ({override} publishes it anyway)")
     return None
 
 

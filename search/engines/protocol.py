@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from search.core.checks import Check
 from search.core.models import (
     ConceptMention,
     IndexStats,
@@ -251,4 +252,22 @@ class Engine(TermEngine, Protocol):
         index's k1/b where an engine sets them per index, the collection's configured weights."""
 
     def stats(self) -> IndexStats: ...
+
+    def readiness(self, deep: bool = False) -> list[Check]:
+        """What this engine needs to serve, checked now: the embedded engine every collection and term index of its
+        data dir (files present, published builds open); the cluster engine that the cluster answers. ``deep``
+        (``flysift doctor``) may take longer (a query per build, integrity checks). ``/v1/ready`` is not ready while
+        any check fails."""
+
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Backupable(Protocol):
+    """An engine whose indexes ``flysift backup`` copies itself. The embedded engine copies (hard-links) its
+    published builds and term indexes; an engine without this capability keeps its own backups (a cluster's snapshot
+    repository), and ``flysift backup`` says so in the backup's manifest."""
+
+    def backup(self, dest: Path, link: bool = True) -> dict[str, Any]:
+        """Copy the published state into ``dest`` in the data dir's layout, consistently, while serving; returns
+        what was copied (for the manifest)."""

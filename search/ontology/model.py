@@ -44,6 +44,15 @@ PART_OF = "part_of"
 #: ``substage_of``).
 HIERARCHY: tuple[str, ...] = (IS_A, PART_OF, "substage_of")
 REGULATES: tuple[str, ...] = ("regulates", "positively_regulates", "negatively_regulates")
+#: relation names a request may give whatever the ontology: the hierarchy and regulation relations and the relations
+#: of GO, FBbt and FBdv; one an ontology does not have adds no edges (a name outside this list that the ontology has
+#: works too; any other is a 422, so a typo is not read as "no such edges")
+KNOWN_RELATIONS: tuple[str, ...] = (
+    *HIERARCHY, *REGULATES, "has_part", "occurs_in", "happens_during", "ends_during", "overlaps",
+    "partially_overlaps", "develops_from", "develops_directly_from", "connected_to", "fasciculates_with",
+    "innervates", "innervated_by", "synapsed_to", "synapsed_by", "electrically_synapsed_to", "has_soma_location",
+    "has_synaptic_terminals_in", "has_synaptic_terminals_of", "has_presynaptic_terminals_in",
+    "has_postsynaptic_terminals_in", "immediately_preceded_by", "preceded_by")
 #: Named relation sets accepted wherever relations are; ``all`` means every relation of the file.
 RELATION_SETS: dict[str, tuple[str, ...] | None] = {
     "is_a": (IS_A,), "hierarchy": HIERARCHY, "is_a+part_of": (IS_A, PART_OF),

@@ -23,15 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from search.core.config import MAX_PAGE_SIZE, MAX_QUERY_CHARS
-from search.core.errors import IndexMissing, InvalidRequest, NotFound
+from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, NotFound
 from search.core.models import Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
-from search.engines import TermEngine
+from search.engines import MIN_PUBLISH_SHARE, BuildRefused, TermEngine, publish_refusal
 from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand
 from search.ontology.model import (
     GO_ASPECTS,
     IS_A,
     KNOWN,
+    KNOWN_RELATIONS,
     RELATION_SETS,
     SUFFIX,
     Ontology,
@@ -169,13 +170,30 @@ class TermService:
             raise NotFound(f"unknown ontology name {name!r}: {run}", details={"valid": self.names()}) from None
 
     def index_ontology(self, ontology: Ontology,
-                       write_terms: Callable[[str, Iterable[Term]], int] | None = None) -> int:
+                       write_terms: Callable[[str, Iterable[Term]], int] | None = None, *,
+                       allow_shrink: bool = False, min_share: float = MIN_PUBLISH_SHARE) -> int:
         """Index the terms with ``write_terms`` (the service's engine's unless given), then save the compact ontology
-        the service reads."""
+        the service reads. An ontology much smaller than the one indexed under its name is refused (the corpus
+        builds' guard, ``publish_refusal``) unless ``allow_shrink``: the live one keeps serving."""
+        live = self._live_terms(ontology.name)
+        if refusal := publish_refusal(len(ontology), live, min_share=min_share, allow_shrink=allow_shrink,
+                                      items="terms", what="index", override="--allow-shrink"):
+            raise BuildRefused(f"ontology {ontology.name!r} was not indexed: {refusal}.",
+                               details={"ontology": ontology.name, "terms": len(ontology), "live": live,
+                                        "min_share": min_share})
         n = (write_terms or self.engine.write_terms)(ontology.name, ontology.terms())
         ontology.save(self.ontology_path(ontology.name))
         self._save_model(ontology.name, RerankModel.learn(ontology))
         return n
+
+    def _live_terms(self, name: str) -> int:
+        """Terms of the ontology indexed as ``name`` now (0 when none is, or it cannot be read: nothing to keep)."""
+        if name not in self.names():
+            return 0
+        try:
+            return len(self.ontology(name))
+        except FlysiftError:
+            return 0
 
     def model_path(self, name: str) -> Path:
         return self.data_dir / "ontologies" / (check_ontology(name) + MODEL_FILE)
@@ -342,8 +360,7 @@ class TermService:
 
     def _relations(self, ont: Ontology, relations: str | Iterable[str] | None) -> list[str]:
         rels = ont.expand_relations(relations)
-        hierarchy = RELATION_SETS["hierarchy"] or ()
-        unknown = [r for r in rels if r not in ont.relations and r not in hierarchy]
+        unknown = [r for r in rels if r not in ont.relations and r not in KNOWN_RELATIONS]
         if unknown:
             raise InvalidRequest(f"relations: unknown {unknown}",
                                  details={"field": "relations", "valid": sorted(RELATION_SETS) + ont.relations})

@@ -27,6 +27,7 @@ from search.core.models import (
 from search.core.names import DEFAULT_COLLECTION, PATTERNS, check_collection
 from search.core.query import EngineQuery, Filters, HighlightSpec
 from search.core.querylang import Syntax, parse
+from search.core.request_context import engine_time
 from search.core.supplements import SupplementList, SupplementRead
 from search.engines import Engine, open_engine
 from search.engines.dense import DenseIndex
@@ -177,15 +178,17 @@ class SearchService(BrowseService):
         query = reading.query
         engine = self.engine(collection)
         if mode == "bm25":
-            res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets, highlight=highlight)
+            with engine_time("search_papers"):
+                res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets, highlight=highlight)
         else:
             t0 = time.perf_counter()
             depth = max(FUSION_DEPTH, offset + limit)
-            dense = self.dense(collection).search_papers(reading.dense_text, depth, query.filters)
-            hits, total = _fused_page(
-                mode, dense, lambda: engine.search_papers(query, limit=depth, offset=0, snippets=snippets,
-                                                          highlight=highlight).hits,
-                key=lambda h: h.pmcid, fetch=lambda ids: _papers_by_id(engine, ids), offset=offset, limit=limit)
+            with engine_time(f"search_papers_{mode}"):
+                dense = self.dense(collection).search_papers(reading.dense_text, depth, query.filters)
+                hits, total = _fused_page(
+                    mode, dense, lambda: engine.search_papers(query, limit=depth, offset=0, snippets=snippets,
+                                                              highlight=highlight).hits,
+                    key=lambda h: h.pmcid, fetch=lambda ids: _papers_by_id(engine, ids), offset=offset, limit=limit)
             res = PaperSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                      took_ms=(time.perf_counter() - t0) * 1000)
         for hit in res.hits:
@@ -213,18 +216,21 @@ class SearchService(BrowseService):
         query = reading.query
         engine = self.engine(collection)
         if mode == "bm25":
-            res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets, highlight=highlight)
+            with engine_time("search_passages"):
+                res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets,
+                                             highlight=highlight)
         else:
             t0 = time.perf_counter()
             depth = max(FUSION_DEPTH, offset + limit)
-            dense = self.dense(collection).search(reading.dense_text, depth, query.filters)
-            pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
-            hits, total = _fused_page(
-                mode, [(pid, score) for pid, _, score in dense],
-                lambda: engine.search_passages(query, limit=depth, offset=0, snippets=snippets,
-                                               highlight=highlight).hits,
-                key=lambda h: h.passage_id, fetch=lambda ids: _passages_by_id(engine, {pmcid_of[i] for i in ids}),
-                offset=offset, limit=limit)
+            with engine_time(f"search_passages_{mode}"):
+                dense = self.dense(collection).search(reading.dense_text, depth, query.filters)
+                pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
+                hits, total = _fused_page(
+                    mode, [(pid, score) for pid, _, score in dense],
+                    lambda: engine.search_passages(query, limit=depth, offset=0, snippets=snippets,
+                                                   highlight=highlight).hits,
+                    key=lambda h: h.passage_id, fetch=lambda ids: _passages_by_id(engine, {pmcid_of[i] for i in ids}),
+                    offset=offset, limit=limit)
             res = PassageSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                        took_ms=(time.perf_counter() - t0) * 1000)
         if titles:
@@ -255,7 +261,8 @@ class SearchService(BrowseService):
 
     # ---- reading ----------------------------------------------------------------------------------------------
     def get_paper(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> Paper:
-        paper = self.engine(collection).get_paper(pmcid)
+        with engine_time("get_paper"):
+            paper = self.engine(collection).get_paper(pmcid)
         if paper is None:
             raise PaperNotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
         return paper

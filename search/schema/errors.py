@@ -14,6 +14,8 @@ class ErrorBody(BaseModel):
     code: str = Field(description="Stable machine-readable code, e.g. invalid_request, not_found, budget_exhausted")
     message: str = Field(description="What went wrong and what to do about it, for a person or an agent")
     details: dict[str, Any] = Field(description="Structured context: the field, the valid values, the limits")
+    request_id: str | None = Field(None, description="The request's id (also in the X-Request-Id header and the "
+                                                     "service's logs): quote it when reporting a problem")
 
 
 class ErrorResponse(BaseModel):

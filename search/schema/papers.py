@@ -6,8 +6,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from search.core.inputs import JsonInt, json_int
 from search.core.models import CollectionInfo, Paper, Section
-from search.core.names import COLLECTION_PATTERN, DEFAULT_COLLECTION, TREC_NAME
+from search.core.names import (
+    COLLECTION_PATTERN,
+    DEFAULT_COLLECTION,
+    MAX_PAPER_ID_CHARS,
+    PAPER_ID_PATTERN,
+    TREC_NAME,
+)
 from search.core.query import Filters, HighlightSpec
 from search.schema.sessions import MAX_GENE_REF_CHARS
 
@@ -19,8 +26,9 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(description='Words, gene symbols (case-sensitive: Dl ≠ dl) and "quoted phrases"')
-    limit: int = Field(10, description="Page size, at most 100")
-    offset: int = 0
+    # JSON integers: pydantic would read JSON's true as 1 (``limit: true`` answered one hit)
+    limit: JsonInt = Field(10, description="Page size, at most 100")
+    offset: JsonInt = 0
     filters: Filters | None = None
     snippets: bool | None = Field(None, description="Highlighted snippets (default: off for papers, on for passages)")
     collection: str = Field(DEFAULT_COLLECTION, pattern=f"^(?:{COLLECTION_PATTERN})$")
@@ -73,6 +81,10 @@ class PaperIn(Paper):
 
     model_config = ConfigDict(extra="forbid")
 
+    pmcid: str = Field(pattern=f"^(?:{PAPER_ID_PATTERN})$", max_length=MAX_PAPER_ID_CHARS,
+                       description="The paper's key: PMC123, PMID:123, DOI:10.1000/x, or a test collection's "
+                                   "document id (MED-10)")
+    year: json_int(ge=0, le=9999) | None = None   # type: ignore[valid-type]
     sections: list[SectionIn] = Field(default_factory=list)  # type: ignore[assignment]  # stricter on purpose
     #: supplementary files come from indexing article packages (``flysift index corpus``), never from a request
     supplements: list[Any] = Field(default_factory=list, max_length=0,

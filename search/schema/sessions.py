@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from search.core.inputs import bounded_stored
+from search.core.inputs import JsonInt, bounded_stored
 from search.core.models import Gene
 from search.schema.flyaoc import ValidationReport
 from search.schema.hidden import HiddenSpec
@@ -40,7 +40,8 @@ class SessionCreate(BaseModel):
                       description="FlyBase id (FBgn…) or current symbol (case-sensitive)")
     team: str | None = Field(None, max_length=64, description="With auth on, the key's team (may be omitted); with "
                                                               "auth off, any label (default 'local')")
-    max_papers: int = Field(16, ge=1, le=MAX_PAPERS, description="Reading budget")
+    # a JSON integer: pydantic would read JSON's true as 1
+    max_papers: JsonInt = Field(16, ge=1, le=MAX_PAPERS, description="Reading budget")
     budget_policy: BudgetPolicy = Field("distinct", description="distinct: one unit per distinct paper; "
                                                                 "flyaoc: one unit per get_paper_text call")
     synonym_policy: SynonymPolicy = "snapshot"

@@ -28,7 +28,8 @@ from search.core.errors import FlysiftError, InvalidRequest
 Scope = Literal["agent", "admin"]
 SCOPES: tuple[str, ...] = ("agent", "admin")
 LOCAL_TEAM = "local"
-TEAM_NAME = regex.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+#: matched in full (``fullmatch``): with ``$`` a trailing newline got through, and ``lab1\n`` was another team
+TEAM_NAME = regex.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _KEY = regex.compile(r"^fsk_([0-9a-f]{12})_[A-Za-z0-9_\-]{20,}$")
 
 
@@ -83,7 +84,7 @@ LOCAL = Principal(team=LOCAL_TEAM, scopes=list(SCOPES))
 
 
 def check_team_name(name: str) -> str:
-    if not TEAM_NAME.match(name):
+    if not isinstance(name, str) or not TEAM_NAME.fullmatch(name):
         raise InvalidRequest(f"Invalid team name {name!r}: 1-64 letters, digits, '.', '-' or '_'.",
                              details={"field": "team"})
     return name
@@ -122,22 +123,55 @@ def verify(key: str, record: ApiKey | None) -> Principal:
     return Principal(team=record.team, scopes=record.scopes, key_id=record.id)
 
 
-class RateLimiter:
-    """Token buckets per key: ``burst`` tokens, refilled at ``per_minute / 60`` tokens a second."""
+#: buckets a limiter keeps at most; past it, full buckets are dropped first, then the longest idle ones
+MAX_BUCKETS = 50_000
+#: the limiter looks for full buckets to drop after this many new buckets
+PRUNE_EVERY = 1_000
 
-    def __init__(self, per_minute: float, burst: int):
+
+class RateLimiter:
+    """Token buckets per key: ``burst`` tokens, refilled at ``per_minute / 60`` tokens a second.
+
+    A bucket that has refilled is the same as no bucket, so it is dropped: every :data:`PRUNE_EVERY` new buckets the
+    full ones go, and the map never holds more than ``max_buckets`` (then the longest idle go first). Without this,
+    calls with random key ids (each one a failed-auth bucket) grew a worker's memory without bound."""
+
+    def __init__(self, per_minute: float, burst: int, max_buckets: int = MAX_BUCKETS):
         self.rate = per_minute / 60.0
         self.per_minute = per_minute
         self.burst = max(1, burst)
+        self.max_buckets = max(1, max_buckets)
         self._buckets: dict[str, tuple[float, float]] = {}
+        self._added = 0
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _prune(self, now: float) -> None:
+        """Drop the buckets that are full again; then, if still too many, the least recently used (the dict keeps
+        insertion order and ``hit`` re-inserts a bucket it uses, so the first keys are the longest idle)."""
+        full = [k for k, (tokens, last) in self._buckets.items()
+                if tokens + (now - last) * self.rate >= self.burst]
+        for k in full:
+            del self._buckets[k]
+        excess = len(self._buckets) - self.max_buckets + 1
+        if excess > 0:
+            for k in list(self._buckets)[:excess]:
+                del self._buckets[k]
 
     def hit(self, key: str, now: float | None = None) -> None:
         if self.rate <= 0:
             return
         now = time.monotonic() if now is None else now
         with self._lock:
-            tokens, last = self._buckets.get(key, (float(self.burst), now))
+            found = self._buckets.pop(key, None)
+            if found is None:
+                self._added += 1
+                if self._added >= PRUNE_EVERY or len(self._buckets) >= self.max_buckets:
+                    self._added = 0
+                    self._prune(now)
+            tokens, last = found or (float(self.burst), now)
             tokens = min(float(self.burst), tokens + (now - last) * self.rate)
             if tokens < 1.0:
                 self._buckets[key] = (tokens, now)

@@ -18,6 +18,8 @@ from typing import Any, Protocol, TypeVar
 
 from search.core.config import Settings
 from search.core.errors import FlysiftError, InvalidRequest, NotFound, PaperNotFound, PayloadTooLarge
+from search.core.inputs import quoted
+from search.core.names import is_valid
 from search.flyaoc.validation import lookup_in, validate_output
 from search.ontology.model import Ontology
 from search.schema.flyaoc import ValidationReport
@@ -158,13 +160,14 @@ class SessionService:
 
     def record(self, session_id: str, event: TraceEvent, charge: ReadCharge | None = None) -> None:
         """Store a call's trace event; a read's reserved unit is spent in the same transaction (when it was
-        answered: status below 500). A session deleted meanwhile has nothing to record into."""
+        answered: status below 500). A session deleted meanwhile has nothing to record into; any other failure (a
+        full disk) is raised, so the call is answered with it instead of going out unrecorded."""
         try:
             if charge is None:
                 self.store.append_trace(session_id, event)
             else:
                 self.store.commit_read(session_id, charge, event, event.status < 500)
-        except FlysiftError:
+        except NotFound:
             pass
 
     def trace(self, session: Session, after: int, limit: int) -> list[TraceEvent]:
@@ -179,11 +182,17 @@ class SessionService:
         FlyAOC ground truth."""
         if pmcids:
             cited, source = [x.strip() for v in pmcids for x in v.split(",") if x.strip()], "request"
+            bad = [x for x in cited if not is_valid("paper_id", x)]
+            if bad:   # a name is looked up, never taken as it comes: a paper id or nothing
+                raise InvalidRequest(f"pmcids: {quoted(bad[0])} is not a paper id (PMC123, PMID:123, DOI:…)",
+                                     details={"field": "pmcids"})
         else:
             gt = self.settings.ground_truth
             if gt is None:
-                raise InvalidRequest("No cited papers: pass pmcids=… or load a FlyAOC ground truth with "
-                                     "FLYSIFT_GROUND_TRUTH.", details={"field": "pmcids"})
+                # the request is well formed; the service lacks what it needs (409, like dense_unavailable)
+                raise FlysiftError("No cited papers: pass pmcids=… or load a FlyAOC ground truth with "
+                                   "FLYSIFT_GROUND_TRUTH.", code="ground_truth_missing", status=409,
+                                   details={"field": "pmcids"})
             cited, source = self._cited_by(gt).get(session.gene.id, []), "ground_truth"
         return coverage(session, self.store.trace(session.id, 0, MAX_COVERAGE_EVENTS), cited, source)
 

@@ -22,8 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from search.core.checks import RESTORE, Check, fail, ok
 from search.core.config import Settings
-from search.core.errors import NotFound
+from search.core.errors import FlysiftError, NotFound
+from search.engines import storage_error
 from search.schema.sessions import Session, Submission, TraceEvent
 from search.sessions.keys import ApiKey
 from search.sessions.models import RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, session_not_found
@@ -56,16 +58,36 @@ class SessionStore(Protocol):
     def close(self) -> None: ...
 
 
+def store_kind(settings: Settings, *, shared: bool = False) -> str:
+    """The store ``open_store`` opens: ``settings.session_store``, else the cluster store where the index is
+    ``shared`` by several machines (``Capabilities.shared``), else SQLite in the data directory."""
+    return settings.session_store or ("cluster" if shared else "sqlite")
+
+
 def open_store(settings: Settings, *, shared: bool = False) -> SessionStore:
     """The store ``settings.session_store`` names; by default the cluster store where the index is ``shared`` by
     several machines (``Capabilities.shared`` of the engine: ``search.services.Services.store`` passes it), else
     SQLite in the data directory."""
-    kind = settings.session_store or ("cluster" if shared else "sqlite")
-    if kind == "cluster":
+    if store_kind(settings, shared=shared) == "cluster":
         from search.sessions.cluster_store import ClusterStore
 
         return ClusterStore.from_settings(settings)
     return SqliteStore(settings.session_db or Path(settings.data_dir) / "sessions.sqlite")
+
+
+def store_error(exc: sqlite3.Error, path: Path) -> Exception:
+    """What a failed SQLite call on the session store means for an operator: a full or read-only disk
+    (``search.engines.storage_error``), a file that is not (or no longer) a database, or, for anything else (a
+    bug), the error itself."""
+    if (err := storage_error(exc, path)) is not None:
+        return err
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "not a database" in str(exc) \
+            or "malformed" in str(exc):
+        return FlysiftError(f"The session store {path} is damaged ({exc}): restore it from a backup (`flysift "
+                            "backup restore`); `flysift doctor` checks the whole data dir.", code="store_corrupt",
+                            status=503, details={"path": str(path)})
+    return exc
 
 
 _SCHEMA = """
@@ -87,6 +109,7 @@ CREATE TABLE IF NOT EXISTS trace (session_id TEXT NOT NULL, seq INTEGER NOT NULL
     PRIMARY KEY (session_id, seq));
 CREATE TABLE IF NOT EXISTS submissions (session_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,
     PRIMARY KEY (session_id, seq));
+CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY, at REAL NOT NULL);
 """
 
 #: a background thread of each process checkpoints the WAL this often, so that a request's write does not pay for a
@@ -114,9 +137,13 @@ class SqliteStore:
         # under 64 agents); SQLite's lock still orders the workers
         self._write = threading.Lock()
         self._limit_cache: dict[str, tuple[str, int]] = {}
-        self._conn().executescript(_SCHEMA)
         self._checkpointer: threading.Thread | None = None
         self._stop = threading.Event()
+        try:
+            self._conn().executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            self.close()
+            raise store_error(exc, self.path) from exc
 
     def _start_checkpointer(self) -> None:
         """On the first write: a daemon thread that checkpoints the WAL until the store is closed or collected."""
@@ -148,18 +175,60 @@ class SqliteStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; ``BEGIN IMMEDIATE`` takes the database's writer lock before reading."""
-        db = self._conn()
-        if self._checkpointer is None:
-            self._start_checkpointer()
-        with self._write:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        """One write transaction; ``BEGIN IMMEDIATE`` takes the database's writer lock before reading. A write the
+        disk refuses is a ``StorageError`` (507 ``storage_full``, 503 ``storage_read_only``), a damaged file a 503
+        ``store_corrupt``, both naming the file and what to do (``store_error``), never a bare SQLite error."""
+        try:
+            db = self._conn()
+            if self._checkpointer is None:
+                self._start_checkpointer()
+            with self._write:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    if db.in_transaction:   # SQLite rolls some failures back itself (SQLITE_FULL, IOERR)
+                        db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise store_error(exc, self.path) from exc
+
+    # ---- operations -------------------------------------------------------------------------------------------
+    def readiness(self, deep: bool = False) -> list[Check]:
+        """Whether the store takes a write now (one row of ``probe`` rewritten: a read-only disk, a held lock or a
+        damaged file show here; a full disk may still take a row rewritten in place, so readiness also checks the
+        room left on the disk, ``search.ops.readiness``); ``deep`` (``flysift doctor``) adds SQLite's
+        ``quick_check``."""
+        name, where = "session store", self.path.name
+        try:
+            with self._tx() as db:
+                db.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)", (time.time(),))
+            if deep:
+                found = self._conn().execute("PRAGMA quick_check").fetchone()[0]
+                if found != "ok":
+                    return [fail(name, f"quick_check: {str(found)[:200]}", file=where, damaged=True,
+                                 fix=RESTORE)]
+            n = self._conn().execute("SELECT COUNT(*) FROM sessions WHERE status='open'").fetchone()[0]
+        except FlysiftError as e:
+            return [fail(name, e.message, file=where, damaged=e.code == "store_corrupt", fix=None)]
+        except sqlite3.Error as e:
+            return [fail(name, f"{type(e).__name__}: {e}", file=where, damaged=True, fix=RESTORE)]
+        return [ok(name, f"writable; {n} open session(s)")]
+
+    def open_sessions(self) -> int:
+        """Sessions not closed (a gauge of ``/metrics``)."""
+        return self._conn().execute("SELECT COUNT(*) FROM sessions WHERE status='open'").fetchone()[0]
+
+    def backup_to(self, dest: Path) -> None:
+        """A consistent copy of the store, taken while it is in use, written to ``dest`` (a new file): SQLite's online
+        backup API in one step, i.e. one read transaction, which in WAL mode holds no writer up; a copy in steps
+        would start over whenever a write landed between two of them."""
+        target = sqlite3.connect(dest)
+        try:
+            self._conn().backup(target, pages=-1)
+        finally:
+            target.close()
 
     def close(self) -> None:
         self._stop.set()

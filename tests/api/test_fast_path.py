@@ -74,6 +74,7 @@ def both(client, app, method: str, path: str, **kw):
     """The answer of the lean path and of FastAPI's path (the lean routes switched off) to the same request."""
     fp = _fast_path(app)
     fp.plans = None
+    kw["headers"] = {"X-Request-Id": "same-for-both", **(kw.get("headers") or {})}   # errors carry it
     fast = client.request(method, path, **kw)
     fp.plans = {}
     try:
@@ -188,8 +189,8 @@ def test_sessions_trace_and_budget_alike(client, app):
         try:
             sid = client.post("/v1/sessions", json={"gene": "Dl", "max_papers": 2}).json()["id"]
             got = []
-            for method, path, kw in calls:
-                r = client.request(method, path, headers={"X-Session-Id": sid}, **kw)
+            for i, (method, path, kw) in enumerate(calls):   # errors and traces carry the request id: one per call
+                r = client.request(method, path, headers={"X-Session-Id": sid, "X-Request-Id": f"call-{i}"}, **kw)
                 body = _timeless(r.content.replace(sid.encode(), b"SID"))
                 got.append((r.status_code, body, r.headers.get("x-budget-used")))
             got.append(client.get(f"/v1/sessions/{sid}").json()["budget_used"])

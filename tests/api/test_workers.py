@@ -217,6 +217,7 @@ def test_serve_defaults_to_one_worker_per_core(monkeypatch, tmp_path):
 
     seen: dict = {}
     monkeypatch.setenv("FLYSIFT_DATA_DIR", str(tmp_path))  # serve sets it for its workers; restored after the test
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)  # so does serve with several workers
     monkeypatch.setattr("uvicorn.run", lambda *a, **kw: seen.update(kw))
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
     assert CliRunner().invoke(cli.main, ["serve"]).exit_code == 0

@@ -88,7 +88,7 @@ def test_traversal_to_a_planted_pickle_never_runs_it(client, data_dir, tmp_path,
             for path, q in (("/v1/terms/search", "q"), ("/v1/terms/resolve", "text")):
                 r = client.get(path, params={q: "cell", "ontology": name})
                 assert r.status_code == status, (name, r.text)
-                assert set(r.json()["error"]) == {"code", "message", "details"}
+                assert set(r.json()["error"]) == {"code", "message", "details", "request_id"}
         assert not marker.exists()
     finally:
         planted_inside.unlink()

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
+from search.core.checks import Check
 from search.core.config import Settings
 from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable
 from search.core.models import (
@@ -52,7 +53,7 @@ from search.engines.cluster import CAPABILITIES, snapshots
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.browse import Browse
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
-from search.engines.cluster.health import ClusterHealth, cluster_health
+from search.engines.cluster.health import ClusterHealth, as_checks, cluster_health
 from search.engines.cluster.knn import ClusterVectors
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
@@ -790,6 +791,10 @@ class ClusterEngine(Browse):
             return snapshots.restore_snapshot(self.t, self.prefix, name, replicas=self.replicas)
         finally:
             self._layout = None
+
+    def readiness(self, deep: bool = False) -> list[Check]:
+        """``/v1/ready``'s part: the health of the prefix's indices as one check (``health.as_checks``)."""
+        return as_checks(self.health(), self.t.flavour)
 
     def close(self) -> None:
         self.t.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from search.core.checks import Check, fail, ok, warn
 from search.core.errors import FlysiftError
 from search.engines.cluster.transport import Transport
 
@@ -61,3 +62,15 @@ def cluster_health(transport: Transport, prefix: str) -> ClusterHealth:
     return ClusterHealth("not_ready", status, f"cluster {status}: some primary copies of flysift's indices are not "
                          f"assigned ({details.get('unassigned_shards', '?')} shards unassigned, {nodes} node(s)); "
                          "some papers or sessions cannot be read or written", details)
+
+
+def as_checks(health: ClusterHealth, flavour: str) -> list[Check]:
+    """``health`` as readiness checks (``search.ops.readiness``): green ok, yellow a warning (answers continue), red
+    or no answer a failure."""
+    message = f"{flavour}: {health.message}"
+    if health.status == "ready":
+        return [ok("cluster", message)]
+    if health.status == "warning":
+        return [warn("cluster", message, data=health.to_dict())]
+    return [fail("cluster", message, data=health.to_dict(),
+                 fix="check the cluster's nodes and FLYSIFT_CLUSTER_URL; searches answer 503 meanwhile")]

@@ -120,18 +120,7 @@ class EmbeddedBuild:
         self.id, self.path = "", collection_dir
         self._meta: dict[str, Any] = {}
         self._pw = self._sw = self._db = None
-        try:
-            (collection_dir / "builds").mkdir(parents=True, exist_ok=True)
-            self._lock = open(collection_dir / "write.lock", "w")  # noqa: SIM115 - held until publish or abort
-        except OSError as exc:
-            raise storage_error(exc, collection_dir) from exc  # type: ignore[misc]
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
-            raise FlysiftError(f"Another process is writing collection {collection_dir.name!r} "
-                               f"(lock {collection_dir / 'write.lock'}); wait for it to finish.", code="busy",
-                               status=409) from None
+        self._lock = self._take_lock(collection_dir)
         self.is_open = True
         fresh = True
         try:
@@ -154,6 +143,43 @@ class EmbeddedBuild:
             if isinstance(exc, (OSError, sqlite3.Error, ValueError)) and (err := storage_error(exc, self.path)):
                 raise err from exc
             raise
+
+    @staticmethod
+    def _take_lock(collection_dir: Path) -> Any:
+        """``write.lock``, held until publish or abort. An aborted first build removes its collection's folder
+        (``_drop_if_empty``) while it holds the lock, so a lock taken on a file that is no longer the folder's is
+        dropped and taken again."""
+        for _ in range(5):
+            try:
+                (collection_dir / "builds").mkdir(parents=True, exist_ok=True)
+                lock = open(collection_dir / "write.lock", "w")  # noqa: SIM115 - held until publish or abort
+            except OSError as exc:
+                raise storage_error(exc, collection_dir) from exc  # type: ignore[misc]
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                raise FlysiftError(f"Another process is writing collection {collection_dir.name!r}; wait for it to "
+                                   "finish.", code="busy", status=409,
+                                   details={"lock": f"collections/{collection_dir.name}/write.lock"}) from None
+            with contextlib.suppress(FileNotFoundError):
+                if os.fstat(lock.fileno()).st_ino == os.stat(collection_dir / "write.lock").st_ino:
+                    return lock
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
+        raise FlysiftError(f"Collection {collection_dir.name!r} is being created and removed by other builds; retry.",
+                           code="busy", status=409)
+
+    def _drop_if_empty(self) -> None:
+        """A collection that never published (no ``CURRENT``) and holds no other build is removed with its last
+        discarded build, so failed or abandoned first builds leave no folder behind (``names`` would list it, and
+        fuzzing left hundreds). Called with the write lock held."""
+        if (self._dir / "CURRENT").exists():
+            return
+        with contextlib.suppress(FileNotFoundError):
+            if any((self._dir / "builds").iterdir()):
+                return
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def _find_resumable(self, fingerprint: str) -> tuple[str | None, dict[str, Any]]:
         for meta_file in sorted((self._dir / "builds").glob("*/build.json"), reverse=True):
@@ -286,22 +312,31 @@ class EmbeddedBuild:
         """Stop writing. The partial build stays on disk for a later resume (the next run resumes or removes it),
         or with ``discard`` is removed now, so that a failed build never holds the disk. Safe to call twice."""
         with self._mutex:
-            if self.is_open:
+            held = self.is_open
+            if held:
                 for w in (self._pw, self._sw):
                     try:
                         if w is not None:
                             w.rollback()
                     except (ValueError, OSError):
                         pass
-                self._release()
+                self._close_writers()
             if discard and self.path != self._dir and self._meta.get("status") != "published":
                 shutil.rmtree(self.path, ignore_errors=True)
+                if held:
+                    self._drop_if_empty()
+            if held:
+                self._release()
 
-    def _release(self) -> None:
+    def _close_writers(self) -> None:
         self._pw = self._sw = None
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
+            self._db = None
+
+    def _release(self) -> None:
+        self._close_writers()
         self.is_open = False
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -48,7 +49,8 @@ from typing import Any, Literal
 
 import tantivy
 
-from search.core.errors import FlysiftError
+from search.core.checks import Check
+from search.core.errors import FlysiftError, IndexCorrupt
 from search.core.models import (
     IndexStats,
     Paper,
@@ -71,7 +73,8 @@ from search.core.query import (
     recorded_weights,
 )
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
-from search.engines.embedded import CAPABILITIES
+from search.engines.embedded import CAPABILITIES, health
+from search.engines.embedded import backup as embedded_backup
 from search.engines.embedded.browse import Browse
 from search.engines.embedded.build import EmbeddedBuild
 from search.engines.embedded.compile import Compiler, matched
@@ -111,8 +114,11 @@ class _Reader:
     def __init__(self, build_dir: Path, build_id: str):
         self.build = build_id
         self.path = build_dir
-        meta = _read_meta(build_dir / "build.json") or {}
-        one_field = isinstance(meta.get("layout"), int) and meta["layout"] >= ONE_FIELD_LAYOUT
+        meta = _read_meta(build_dir / "build.json")
+        # a damaged build.json read as layout 1 answered 500 to every search; layout-1 builds record no layout
+        if meta is None or not isinstance(meta.get("layout", 1), int):
+            raise ValueError(f"{build_dir / 'build.json'}: not a build description")
+        one_field = meta.get("layout", 1) >= ONE_FIELD_LAYOUT
         #: the fields paper queries run on (None: the build is per field, searched with ``Bm25Params.per_field``) and
         #: the field weights the build was written with
         self.paper_fields: dict[str, float] | None = PAPER_TEXT if one_field else None
@@ -218,18 +224,42 @@ class EmbeddedEngine(Browse):
                         break
                     try:
                         build = json.loads(current.read_text())["build"]
+                        if not health.build_name_ok(build):   # a name, never a path
+                            raise ValueError("CURRENT names no build")
                         self._reader = _Reader(self.dir / "builds" / build, build)
                         self._current_stat = key
                         if self._reader.layout < DEPRECATED_BELOW:   # once per build opened: the log says what to do
                             log.warning("%s", self.outdated())
-                    except (OSError, ValueError, KeyError):
+                    except (OSError, ValueError, KeyError, TypeError, sqlite3.Error) as exc:
                         # publishes in quick succession may drop the build CURRENT named a moment ago: read it again
                         if attempt == 2:
-                            raise
-                        st = current.stat()
+                            raise self._corrupt() from exc
+                        try:
+                            st = current.stat()
+                        except FileNotFoundError:
+                            raise self._corrupt() from exc
                         key = (st.st_mtime_ns, st.st_ino)
         assert self._reader is not None  # opened above, or the last attempt raised
         return self._reader
+
+    def _corrupt(self) -> IndexCorrupt:
+        """What is wrong with the published build that did not open, naming the file and what to run."""
+        found = [c for c in health.collection_checks(self.dir, self.data_dir) if c.state == "fail"]
+        check = found[0] if found else Check(name=f"collection {self.collection}", state="fail",
+                                             message="the published build does not open", file=str(self.dir),
+                                             fix=health.REBUILD, damaged=True)
+        return IndexCorrupt(f"Collection {self.collection!r} cannot be read: {check.file}: {check.message}; "
+                            f"{check.fix}. `flysift doctor` checks the whole data dir.",
+                            details={"collection": self.collection, "file": check.file})
+
+    def backup(self, dest: Path, link: bool = True) -> dict[str, Any]:
+        """Every collection's published build and every live term index of this data dir, copied (or hard-linked)
+        into ``dest`` while the service runs (``search.engines.embedded.backup``)."""
+        return embedded_backup.backup(self.data_dir, dest, link)
+
+    def readiness(self, deep: bool = False) -> list[Check]:
+        """Every collection and term index in this engine's data dir (``search.engines.embedded.health``)."""
+        return health.readiness(self.data_dir, deep)
 
     def vector_store(self) -> None:
         """None: the embedded engine's dense index is files beside its builds (``search.engines.dense``)."""

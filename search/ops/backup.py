@@ -1,0 +1,205 @@
+"""``flysift backup create DIR`` and ``flysift backup restore DIR --data-dir D``: a consistent copy of a data dir,
+taken while the service runs, and the way back.
+
+A backup holds, in the data dir's own layout: the session store (SQLite's online backup API: sessions, budgets,
+traces, names, submissions, teams and keys as of one instant), every collection's published build and every live
+term index (the engine's part: ``Engine`` with the ``Backupable`` capability; hard links on the same filesystem),
+the ontology files (each replaced atomically by the indexer, so each is whole), the cursor secret (so cursors handed
+out before stay valid) and the lexicon. ``flysift-backup.json`` lists every file with its size and SHA-256 and is
+written last: a folder without it is not a backup. An engine that keeps its indexes elsewhere (a cluster: its
+snapshot repository) and a store that is not a file (the cluster store) are named in ``not_included``.
+
+Restore checks every file against the manifest, copies (never links) into a new folder beside the target and moves
+it into place; it refuses a target that holds a data dir unless ``force``, and then keeps the old one beside it.
+Stop the service first (or point it at the restored dir): a running service keeps its open files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from search import __version__
+from search.core.config import Settings
+from search.core.errors import FlysiftError
+from search.engines import Backupable, capabilities_of, open_engine
+from search.sessions.store import store_kind
+
+MANIFEST = "flysift-backup.json"
+FORMAT = 1
+#: files of the data dir itself a backup keeps (the ontologies folder is copied whole)
+DATA_FILES = ("cursor_secret", "lexicon.tsv", "lexicon.tsv.gz")
+#: what a data dir holds that marks it as one (restore refuses to overwrite it without force)
+LIVE_MARKS = ("sessions.sqlite", "collections", "terms", "ontologies")
+
+
+class BackupError(FlysiftError):
+    status = 409
+    code = "backup_failed"
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _files(root: Path) -> dict[str, dict[str, Any]]:
+    """Every regular file under ``root`` (links to folders are recorded by ``_links``), with size and digest."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.name != MANIFEST:
+            out[str(path.relative_to(root))] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    return out
+
+
+def _links(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): os.readlink(p) for p in sorted(root.rglob("*")) if p.is_symlink()}
+
+
+def _empty_or_missing(path: Path) -> bool:
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+
+def create(settings: Settings, dest: Path, *, link: bool = True,
+           say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Back up the data dir of ``settings`` into ``dest`` (a new or empty folder); returns the manifest."""
+    data_dir, dest = Path(settings.data_dir), Path(dest)
+    if not data_dir.is_dir():
+        raise BackupError(f"No data dir at {data_dir}: nothing to back up.", details={"data_dir": str(data_dir)})
+    if not _empty_or_missing(dest):
+        raise BackupError(f"{dest} is not empty: back up into a new folder (a backup is never merged into another).",
+                          details={"dest": str(dest)})
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = dest.parent / f".{dest.name}.partial-{secrets.token_hex(4)}"
+    work.mkdir()
+    t0 = time.time()
+    manifest: dict[str, Any] = {"format": FORMAT, "flysift": __version__, "created": t0, "not_included": []}
+    try:
+        manifest["sessions"] = _store(settings, work, say, manifest["not_included"])
+        engine = open_engine(settings)
+        manifest["engine"] = engine.name
+        if isinstance(engine, Backupable):
+            say("indexes: published builds and term indexes" + (" (hard links where possible)" if link else ""))
+            manifest["indexes"] = engine.backup(work, link)
+        else:
+            manifest["not_included"].append(f"the {engine.name} engine's indexes: back them up with the cluster's "
+                                            "snapshot API (docs/operations.md)")
+        onto = data_dir / "ontologies"
+        if onto.is_dir():
+            say("ontologies")
+            (work / "ontologies").mkdir()
+            for f in sorted(onto.iterdir()):
+                if f.is_file() and not f.name.endswith(".tmp") and ".tmp" not in f.suffixes:
+                    shutil.copy2(f, work / "ontologies" / f.name)
+        for name in DATA_FILES:
+            if (data_dir / name).is_file():
+                shutil.copy2(data_dir / name, work / name)
+        say("checksums")
+        manifest["files"] = _files(work)
+        manifest["links"] = _links(work)
+        manifest["seconds"] = round(time.time() - t0, 3)
+        manifest["bytes"] = sum(f["bytes"] for f in manifest["files"].values())
+        (work / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if dest.exists():
+            dest.rmdir()
+        os.replace(work, dest)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _store(settings: Settings, work: Path, say: Callable[[str], None], not_included: list[str]) -> dict[str, Any]:
+    if store_kind(settings, shared=capabilities_of(settings).shared) != "sqlite":
+        not_included.append("the cluster session store: back it up with the cluster's snapshot API")
+        return {}
+    path = settings.session_db or Path(settings.data_dir) / "sessions.sqlite"
+    if not Path(path).exists():
+        return {"sessions": 0}
+    from search.sessions.store import SqliteStore
+
+    say("session store (SQLite online backup)")
+    store = SqliteStore(path)
+    try:
+        store.backup_to(work / "sessions.sqlite")
+    finally:
+        store.close()
+    copy = SqliteStore(work / "sessions.sqlite")
+    try:
+        n = copy._conn().execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+        copy._conn().execute("PRAGMA journal_mode=DELETE")   # one file, no -wal beside it
+    finally:
+        copy.close()
+    return {"sessions": n}
+
+
+def verify(src: Path) -> dict[str, Any]:
+    """The manifest of the backup in ``src`` after checking every file it lists (size and SHA-256) and that no file
+    is missing; ``BackupError`` naming the first file that differs."""
+    src = Path(src)
+    try:
+        manifest = json.loads((src / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise BackupError(f"{src} is not a flysift backup (no {MANIFEST}: an unfinished or foreign folder).",
+                          details={"backup": str(src)}) from None
+    except (OSError, ValueError) as e:
+        raise BackupError(f"{src / MANIFEST} cannot be read ({e}).", details={"backup": str(src)}) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("files"),
+                                                                                             dict):
+        raise BackupError(f"{src / MANIFEST} is not a backup manifest of format {FORMAT}.")
+    for rel, meta in manifest["files"].items():
+        path = src / rel
+        if Path(rel).is_absolute() or ".." in Path(rel).parts or not path.is_file():
+            raise BackupError(f"backup file {rel} is missing", details={"file": rel})
+        if path.stat().st_size != meta.get("bytes") or _sha256(path) != meta.get("sha256"):
+            raise BackupError(f"backup file {rel} differs from the manifest (damaged or changed)",
+                              details={"file": rel})
+    return manifest
+
+
+def restore(src: Path, data_dir: Path, *, force: bool = False,
+            say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Restore the backup in ``src`` as ``data_dir``; returns the manifest and, with ``force``, where the data dir
+    that was there went (``replaced``)."""
+    src, data_dir = Path(src), Path(data_dir)
+    say("checking the backup")
+    manifest = verify(src)
+    live = [m for m in LIVE_MARKS if (data_dir / m).exists()]
+    if live and not force:
+        raise BackupError(f"{data_dir} holds a data dir ({', '.join(live)}): restore into a new folder, or pass "
+                          "--force to replace it (the old one is kept beside it). Stop the service using it first.",
+                          details={"data_dir": str(data_dir), "found": live})
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = data_dir.parent / f".{data_dir.name}.restoring-{secrets.token_hex(4)}"
+    say(f"copying {len(manifest['files'])} files")
+    try:
+        work.mkdir()
+        for rel in manifest["files"]:
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / rel, work / rel)
+        for rel, target in manifest.get("links", {}).items():
+            if Path(target).is_absolute() or ".." in Path(target).parts or ".." in Path(rel).parts:
+                raise BackupError(f"backup link {rel} points outside the backup", details={"file": rel})
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).symlink_to(target)
+        secret = work / "cursor_secret"
+        if secret.exists():
+            secret.chmod(0o600)
+        replaced = None
+        if data_dir.exists() and any(data_dir.iterdir()):
+            replaced = data_dir.with_name(f"{data_dir.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
+            os.replace(data_dir, replaced)
+        elif data_dir.exists():
+            data_dir.rmdir()
+        os.replace(work, data_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return {**manifest, "replaced": str(replaced) if replaced else None}
