@@ -55,6 +55,7 @@ from search.text.term_search import id_query
 
 if TYPE_CHECKING:
     from search.ontology.dense_terms import DenseTermIndexes
+    from search.ontology.encoder.runtime import TermEncoders
 
 ASPECTS = ("P", "F", "C")
 MAX_LIMIT = 100
@@ -104,7 +105,10 @@ class TermSearchResponse(BaseModel):
     query: str
     aspect: str | None = None
     hidden: int = Field(0, description="How many ids were hidden from this search")
-    mode: str = Field("bm25", description="bm25 (the lexical ranking), dense or hybrid (RRF of both)")
+    mode: str = Field("bm25", description="bm25 (the lexical ranking), dense or hybrid (the lexical ranking fused "
+                                          "with the term encoder, or RRF with the dense term index)")
+    activity_shaped: bool | None = Field(None, description="GO only: whether the query names a molecular function "
+                                                           "(docs/ontologies.md, the MF rule)")
     hits: list[TermHit]
 
 
@@ -180,6 +184,22 @@ class TermService:
         from search.ontology.dense_terms import DenseTermIndexes
 
         return DenseTermIndexes(self.data_dir)
+
+    @cached_property
+    def encoders(self) -> TermEncoders:
+        """The data dir's term encoder (search.ontology.encoder), imported when the data dir has one."""
+        from search.ontology.encoder.runtime import TermEncoders
+
+        return TermEncoders(self.data_dir)
+
+    def _default_mode(self, ontology: str) -> str:
+        """hybrid when the data dir holds a term encoder that fits the served ontology, else bm25 (as before)."""
+        from search.ontology import encoder
+
+        if not encoder.present(self.data_dir):
+            return "bm25"
+        ok = self.encoders.usable(ontology, lambda: self.ontology(ontology), self._indexed(ontology))
+        return "hybrid" if ok else "bm25"
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
     def ontology_path(self, name: str) -> Path:
@@ -316,14 +336,17 @@ class TermService:
     # ---- search ---------------------------------------------------------------------------------------------------
     def search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
-               include_obsolete: bool = False, mode: str | None = None) -> TermSearchResponse:
+               include_obsolete: bool = False, mode: str | None = None,
+               mf_activity_only: bool = False) -> TermSearchResponse:
+        """``mode`` None: hybrid where a term encoder fits the ontology, else bm25. ``mf_activity_only``: molecular
+        functions only for an activity-shaped query (search.ontology.encoder.mf), none otherwise."""
         lex = self.rerank_model(ontology)   # checks the name; a search needs no more than the model
         query = self._check_query(query)
         if mode not in (None, "bm25"):
             from search.ontology.dense_terms import check_mode
 
             mode = check_mode(mode)
-        mode = mode or "bm25"
+        mode = mode or self._default_mode(ontology)
         aspect = self._check_aspect(aspect)
         if aspect and not lex.has_aspects:
             raise InvalidRequest(f"aspect: {ontology} has no GO aspects (namespaces); leave aspect out",
@@ -331,15 +354,38 @@ class TermService:
         limit = self._check_limit(limit)
         hid = self.hidden(ontology, hidden, hidden_descendants)
         filters: dict[str, Any] = {"aspect": aspect, "exclude_ids": hid.ids, "include_obsolete": include_obsolete}
+        shaped, limit_asked = None, limit
+        if lex.has_aspects:
+            from search.ontology.encoder.mf import activity_shaped
+
+            shaped = activity_shaped(query)
+        if mf_activity_only and shaped is False and not id_query(query):
+            if aspect == "F":
+                return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), mode=mode,
+                                          activity_shaped=shaped, hits=[])
+            limit = MAX_LIMIT   # MF hits are dropped below: ask for enough of the others
         if id_query(query):
             hits = self.engine.search_terms(ontology, query, limit=limit, **filters)
         elif mode == "bm25":
             hits = self._ranked(ontology, lex, query, limit, filters)
         else:   # an id query stays a lookup in every mode
-            hits = self.dense.search(self.engine, ontology, query, limit, filters, mode,
-                                     lexical=lambda depth: self._ranked(ontology, lex, query, depth, filters),
-                                     ontology=lambda: self.ontology(ontology), ontology_key=self._indexed(ontology))
-        return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), mode=mode, hits=hits)
+            from search.ontology import encoder
+
+            lexical = lambda depth: self._ranked(ontology, lex, query, depth, filters)  # noqa: E731
+            if encoder.present(self.data_dir):
+                from search.ontology.encoder.fusion import search as encoder_search
+
+                hits = encoder_search(self.encoders, self.engine, ontology, query, limit, filters, mode,
+                                      lexical=lexical, ontology=lambda: self.ontology(ontology),
+                                      ontology_key=self._indexed(ontology))
+            else:
+                hits = self.dense.search(self.engine, ontology, query, limit, filters, mode, lexical=lexical,
+                                         ontology=lambda: self.ontology(ontology),
+                                         ontology_key=self._indexed(ontology))
+        if mf_activity_only and shaped is False and not id_query(query):
+            hits = [h for h in hits if h.aspect != "F"][:limit_asked]
+        return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), mode=mode,
+                                  activity_shaped=shaped, hits=hits)
 
     def rerank_model(self, ontology: str | Ontology) -> RerankModel:
         """The re-ranker's model of an indexed ontology: the one saved at indexing, or learned now from the ontology
