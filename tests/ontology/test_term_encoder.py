@@ -239,11 +239,32 @@ def test_a_step_runs_in_each_precision(precision):
 
 # ---- training on the fixture --------------------------------------------------------------------------------------
 
-def _train(d: Path, epochs: int, **run_args):
+def _train(d: Path, epochs: int, report=None, **run_args):
     from search.ontology.encoder.train import Run, TrainConfig, train
 
     cfg = TrainConfig(seed=3, epochs=epochs, batch_size=8, lr=2e-4, max_pairs_per_term=2, frozen_layers=0, **SPLIT)
-    return train(d, cfg, Run(device="cpu", threads=1, **run_args))
+    return train(d, cfg, Run(device="cpu", threads=1, **run_args), report)
+
+
+class _CtrlC:
+    """A progress reporter that presses Ctrl-C (SIGINT to this process) after ``after`` steps."""
+
+    def __init__(self, after: int):
+        self.after, self.lines = after, []
+
+    def stage(self, name, *, always=False, **info):
+        pass
+
+    def update(self, done, total=None):
+        self.after -= 1
+        if self.after == 0:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def write(self, message, *, always=False):
+        self.lines.append(message)
 
 
 def _vectors(d: Path) -> np.ndarray:
@@ -261,9 +282,12 @@ def trained(tmp_path_factory, ont) -> dict:
     for label in ("a", "b", "resumed", "base"):
         d = tmp_path_factory.mktemp(f"encoder-{label}")
         _index(d, ont)
-        if label == "resumed":
-            stopped = _train(d, 4, stop_after_steps=5)
-            assert stopped["stopped"] and (artefact.root(d) / artefact.PARTIAL).is_dir()
+        if label == "resumed":   # Ctrl-C after 3 steps, then a run stopped after 4 more, then the rest
+            ctrl_c = _CtrlC(3)
+            stopped = _train(d, 4, ctrl_c)
+            assert stopped == {"stopped": True, "epoch": 0, "batch": 3, "step": 3}
+            assert "checkpoint saved" in ctrl_c.lines[-1] and (artefact.root(d) / artefact.PARTIAL).is_dir()
+            assert _train(d, 4, stop_after_steps=4)["step"] == 7
             assert artefact.current_version(d) is None      # nothing published until the training ends
         out[label] = (d, _train(d, 0 if label == "base" else 4))
     return out
@@ -274,7 +298,7 @@ def trained(tmp_path_factory, ont) -> dict:
 def test_training_is_deterministic_and_resumes_to_the_same_weights(trained):
     (da, a), (db, b), (dr, r) = trained["a"], trained["b"], trained["resumed"]
     assert np.array_equal(_vectors(da), _vectors(db)) and a["metrics"] == b["metrics"]
-    assert r["training"]["resumed"] == 1 and np.array_equal(_vectors(da), _vectors(dr))
+    assert r["training"]["resumed"] == 2 and np.array_equal(_vectors(da), _vectors(dr))
     assert not (artefact.root(dr) / artefact.PARTIAL).exists()   # the checkpoint goes once the version is out
 
 
@@ -296,6 +320,20 @@ def test_training_improves_its_own_held_out_terms_and_records_them(trained):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["ontologies"]["go"]["data_version"] == "encoder-fixture/2026-12-01"
     assert manifest["seed"] == 3 and manifest["training"]["cpu_seconds"] > 0 and manifest["sizes"]["onnx"] > 0
+
+
+@needs_dense
+def test_one_training_per_data_dir(tmp_path, ont):
+    from search.ontology.encoder.train import TrainingUnavailable, _lock
+
+    _index(tmp_path, ont)
+    held = _lock(tmp_path)
+    try:
+        with pytest.raises(TrainingUnavailable) as e:
+            _train(tmp_path, 1)
+        assert "another `flysift train term-encoder` is running" in e.value.message
+    finally:
+        held.close()
 
 
 # ---- serving ----------------------------------------------------------------------------------------------------
@@ -350,6 +388,26 @@ def test_an_encoder_of_another_ontology_version_is_refused_in_one_line(trained, 
     assert "flysift train term-encoder" in msg and e.value.status == 409
     out = CliRunner().invoke(terms, ["kardon genesis", "--mode", "hybrid", "--data-dir", str(d)])
     assert out.exit_code != 0
+
+
+@needs_dense
+@pytest.mark.slow
+def test_indexing_another_version_says_the_encoder_is_stale(trained, tmp_path):
+    from indexer.ontologies import ontology as index_ontology
+
+    d = tmp_path / "reindexed"
+    shutil.copytree(trained["a"][0], d, symlinks=True)
+    obo = tmp_path / "next.obo"
+    obo.write_text((FIX / "encoder_terms.obo").read_text().replace('synonym: "kardon genesis" EXACT []',
+                                                                   'synonym: "kardon genesis" EXACT []\n'
+                                                                   'synonym: "cardiogenesis" EXACT []'))
+    res = CliRunner().invoke(index_ontology, [str(obo), "--name", "go", "--data-dir", str(d), "--no-cache"])
+    assert res.exit_code == 0, res.output
+    note = [line for line in res.output.splitlines() if line.startswith("note: the term encoder")]
+    assert len(note) == 1 and "flysift train term-encoder" in note[0]
+    same = CliRunner().invoke(index_ontology, [str(FIX / "encoder_terms.obo"), "--name", "go", "--data-dir", str(d),
+                                               "--no-cache"])
+    assert same.exit_code == 0 and "note: the term encoder" not in same.output   # the version it was trained on
 
 
 @needs_dense

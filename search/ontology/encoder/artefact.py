@@ -198,3 +198,22 @@ def size_of(folder: Path) -> dict[str, int]:
                 sizes[key] += p.stat().st_size
     sizes["total"] = sum(sizes.values())
     return sizes
+
+
+def stale_note(data_dir: Path | str, ontology: Any) -> str | None:
+    """A line for ``flysift index ontology``: the data dir's term encoder was trained on another version of the
+    ontology just indexed (term search then falls back to the lexical ranking for it until it is retrained)."""
+    from search.ontology.encoder.labels import LabelTable
+
+    try:
+        version = current_version(data_dir)
+        if version is None:
+            return None
+        manifest, _ = read_manifest(version_dir(data_dir, version))
+    except ValueError as e:
+        return f"note: the term encoder in {data_dir} cannot be read ({str(e)[:120]})"
+    entry = manifest.ontologies.get(ontology.name)
+    if entry is None or entry.digest == LabelTable.of(ontology).digest:
+        return None
+    return (f"note: the term encoder {version} was trained on {ontology.name} {entry.data_version}; term search uses "
+            f"the lexical ranking for {ontology.name} until `flysift train term-encoder` is run again")

@@ -14,6 +14,7 @@ built-in split (bench/bench_ontology.py --dev), never on the test terms or on cu
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from search.core.models import TermHit
@@ -27,6 +28,7 @@ LEXICAL_DEPTH = 30
 ENCODER_POOL = 30
 #: the cosine's weight against the lexical score (bench/bench_ontology.py --dev --weights …)
 WEIGHT = 1.0
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="flysift-term-encoder")
 
 
 def exact_ids(query: str, lexical: list[TermHit]) -> list[str]:
@@ -59,16 +61,21 @@ def search(encoders: TermEncoders, engine: TermEngine, name: str, query: str, li
     not fit the served ontology). The filters (aspect, hidden ids) apply to both sides; the encoder holds live terms
     only. Hits come from the lexical side or the engine (``term_hits``), so they read alike."""
     loaded = encoders.get(name, ontology, ontology_key)
-    vector = loaded.encoder.encode([query])[0]
     exclude = filters.get("exclude_ids") or frozenset()
-    neighbours = loaded.vectors.nearest(vector, limit if mode == "dense" else max(limit, ENCODER_POOL),
-                                        exclude=exclude, aspect=filters.get("aspect"))
     if mode == "dense":
+        vector = loaded.encoder.encode([query])[0]
+        neighbours = loaded.vectors.nearest(vector, limit, exclude=exclude, aspect=filters.get("aspect"))
         ranked = [(n.id, n.score) for n in neighbours]
         known: dict[str, TermHit] = {}
     else:
+        # the query is embedded while the lexical side ranks (ONNX Runtime releases the GIL): on two free cores a
+        # hybrid search takes about the longer of the two, not their sum
+        pending = _POOL.submit(loaded.encoder.encode, [query])
         depth = max(limit, LEXICAL_DEPTH)
         lex = lexical(depth)
+        vector = pending.result()[0]
+        neighbours = loaded.vectors.nearest(vector, max(limit, ENCODER_POOL), exclude=exclude,
+                                            aspect=filters.get("aspect"))
         have = {n.id for n in neighbours}
         cosines = loaded.vectors.cosines(vector, [h.id for h in lex if h.id not in have])
         ranked = fuse(query, lex, depth, neighbours, cosines, limit, WEIGHT if weight is None else weight)

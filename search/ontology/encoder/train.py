@@ -303,6 +303,52 @@ class State:
     scaler: dict[str, Any] = field(default_factory=dict)
 
 
+class _StopSignal:
+    """SIGINT and SIGTERM ask the training to stop after the current step (with a checkpoint): an interrupted
+    optimizer step would leave half-updated weights. A second signal stops at once. Only the main thread can hold
+    signal handlers; elsewhere (a worker thread) signals keep their default meaning."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.asked = False
+        self._saved: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.asked:
+            self.restore()
+            raise KeyboardInterrupt
+        self.asked = True
+
+    def restore(self) -> None:
+        import signal
+
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        self._saved.clear()
+
+
+def _lock(data_dir: Path) -> Any:
+    """One training per data dir: an exclusive lock on ``term-encoder/train.lock`` (released when the process ends),
+    or a one-line error."""
+    import fcntl
+
+    root = artefact.root(data_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    fh = open(root / "train.lock", "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise TrainingUnavailable(f"another `flysift train term-encoder` is running on {data_dir} (it holds "
+                                  f"{root / 'train.lock'}): wait for it or stop it") from None
+    return fh
+
+
 def _partial(data_dir: Path) -> Path:
     return artefact.root(data_dir) / artefact.PARTIAL
 
@@ -444,6 +490,16 @@ def train(data_dir: Path | str, cfg: TrainConfig | None = None, run: Run | None 
 
     report.stage("reading the indexed ontologies' labels")
     data = load_data(data_dir, cfg)
+    lock = _lock(data_dir)
+    try:
+        return _train(data_dir, cfg, run, report, data, device, precision, t0, c0)
+    finally:
+        lock.close()
+
+
+def _train(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Data, device: str, precision: str,
+           t0: float, c0: float) -> dict[str, Any]:
+    torch = _torch()
     base, base_key = _base_model()
     fp = fingerprint(cfg, data, base_key)
     for t, s in zip(data.tables, data.splits, strict=True):
@@ -490,50 +546,55 @@ def train(data_dir: Path | str, cfg: TrainConfig | None = None, run: Run | None 
         last_save = time.perf_counter()
 
     model.train()
-    while state.epoch < cfg.epochs:
-        nb = len(epoch_plan.batches)
-        if state.batch == 0:
-            report.stage(f"epoch {state.epoch + 1}/{cfg.epochs}: {len(epoch_plan.anchor):,} pairs in {nb:,} batches",
-                         always=True, negatives=epoch_plan.kind_counts())
-        e0, ec0 = time.perf_counter(), time.process_time()
-        while state.batch < nb:
-            if run.stop_after_steps is not None and run_steps >= run.stop_after_steps:
+    stop = _StopSignal()   # Ctrl-C or SIGTERM: finish the step, checkpoint, stop (a second one stops at once)
+    try:
+        while state.epoch < cfg.epochs:
+            nb = len(epoch_plan.batches)
+            if state.batch == 0:
+                report.stage(f"epoch {state.epoch + 1}/{cfg.epochs}: {len(epoch_plan.anchor):,} pairs in "
+                             f"{nb:,} batches", always=True, negatives=epoch_plan.kind_counts())
+            e0, ec0 = time.perf_counter(), time.process_time()
+            while state.batch < nb:
+                if (run.stop_after_steps is not None and run_steps >= run.stop_after_steps) or stop.asked:
+                    checkpoint()
+                    report.write(f"stopped at step {state.step:,} (epoch {state.epoch + 1}, batch {state.batch:,}), "
+                                 "checkpoint saved: run the same command again to continue", always=True)
+                    return {"stopped": True, "epoch": state.epoch, "batch": state.batch, "step": state.step}
+                idx = epoch_plan.batches[state.batch]
+                n = len(idx)
+                rows = np.concatenate([epoch_plan.anchor[idx], epoch_plan.positive[idx], epoch_plan.negative[idx]])
+                for g in optimizer.param_groups:
+                    g["lr"] = lr_at(state.step, max(state.total_steps, 1), cfg.lr, cfg.warmup)
+                torch.manual_seed(_step_seed(cfg.seed, state.step))
+                loss, emb = train_step(model, amp, optimizer, params, [texts[r] for r in rows], n, cfg.scale, device)
+                bank[rows] = emb
+                present[rows] = True
+                state.loss_sum += loss
+                state.loss_n += 1
+                state.batch += 1
+                state.step += 1
+                run_steps += 1
+                report.update(state.batch, nb)
+                if time.perf_counter() - last_save > run.checkpoint_s and state.batch < nb:
+                    checkpoint()
+            w, c = time.perf_counter() - e0, time.process_time() - ec0
+            summary = {"epoch": state.epoch + 1, "pairs": int(len(epoch_plan.anchor)), "batches": nb,
+                       "loss": round(state.loss_sum / max(1, state.loss_n), 4), "negatives": epoch_plan.kind_counts(),
+                       "seconds_this_run": round(w, 1), "cpu_seconds_this_run": round(c, 1)}
+            state.epochs.append(summary)
+            report.write(f"epoch {state.epoch + 1}/{cfg.epochs}: mean loss {summary['loss']:.3f}, {w / 60:.1f} min "
+                         f"wall, {c / 60:.1f} min CPU", always=True)
+            state.epoch += 1
+            state.batch = 0
+            state.loss_sum, state.loss_n = 0.0, 0
+            if state.epoch < cfg.epochs:
+                report.stage("mining the model's nearest wrong terms for the next epoch")
+                epoch_plan = _epoch_plan(data, cfg, state.epoch, bank, present)
+                bank = np.zeros_like(bank)
+                present = np.zeros_like(present)
                 checkpoint()
-                return {"stopped": True, "epoch": state.epoch, "batch": state.batch, "step": state.step}
-            idx = epoch_plan.batches[state.batch]
-            n = len(idx)
-            rows = np.concatenate([epoch_plan.anchor[idx], epoch_plan.positive[idx], epoch_plan.negative[idx]])
-            for g in optimizer.param_groups:
-                g["lr"] = lr_at(state.step, max(state.total_steps, 1), cfg.lr, cfg.warmup)
-            torch.manual_seed(_step_seed(cfg.seed, state.step))
-            loss, emb = train_step(model, amp, optimizer, params, [texts[r] for r in rows], n, cfg.scale, device)
-            bank[rows] = emb
-            present[rows] = True
-            state.loss_sum += loss
-            state.loss_n += 1
-            state.batch += 1
-            state.step += 1
-            run_steps += 1
-            report.update(state.batch, nb)
-            if time.perf_counter() - last_save > run.checkpoint_s and state.batch < nb:
-                checkpoint()
-        w, c = time.perf_counter() - e0, time.process_time() - ec0
-        summary = {"epoch": state.epoch + 1, "pairs": int(len(epoch_plan.anchor)), "batches": nb,
-                   "loss": round(state.loss_sum / max(1, state.loss_n), 4), "negatives": epoch_plan.kind_counts(),
-                   "seconds_this_run": round(w, 1), "cpu_seconds_this_run": round(c, 1)}
-        state.epochs.append(summary)
-        report.write(f"epoch {state.epoch + 1}/{cfg.epochs}: mean loss {summary['loss']:.3f}, {w / 60:.1f} min "
-                     f"wall, {c / 60:.1f} min CPU", always=True)
-        state.epoch += 1
-        state.batch = 0
-        state.loss_sum, state.loss_n = 0.0, 0
-        if state.epoch < cfg.epochs:
-            report.stage("mining the model's nearest wrong terms for the next epoch")
-            epoch_plan = _epoch_plan(data, cfg, state.epoch, bank, present)
-            bank = np.zeros_like(bank)
-            present = np.zeros_like(present)
-            checkpoint()
-
+    finally:
+        stop.restore()
     train_w, train_c = elapsed()
     model.eval()
     manifest = _write_version(data_dir, data, cfg, model, dim, report, {
