@@ -195,6 +195,31 @@ def test_manifest_is_checked_before_anything_is_served(tmp_path):
             artefact.read_manifest(folder)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("faiss") is None, reason="the optional 'dense' extra (faiss) is absent")
+def test_the_hnsw_graph_finds_what_the_exact_product_finds(tmp_path, ont):
+    """Above EXACT_MAX labels the vectors are searched through an HNSW graph (memory-mapped): same terms, same
+    filters, as the exact matrix product on the same vectors."""
+    from search.ontology.encoder.runtime import LabelVectors
+    from search.ontology.encoder.train import write_vectors
+
+    table = LabelTable.of(ont)
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(len(table.texts), 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    entry = artefact.OntologyEntry.model_validate(write_vectors(tmp_path, table, vectors, hnsw=True))
+    assert entry.index == "hnsw" and artefact.vector_paths(tmp_path, "go")["hnsw"].is_file()
+    graph = LabelVectors.read(tmp_path, "go", entry, 32)
+    exact = LabelVectors.read(tmp_path, "go", entry, 32, exact=True)
+    assert graph.hnsw is not None and exact.hnsw is None
+    for row in range(0, len(table.texts), 7):
+        q = vectors[row].astype(np.float16).astype(np.float32)
+        assert [n.id for n in graph.nearest(q, 5)] == [n.id for n in exact.nearest(q, 5)]
+        assert graph.nearest(q, 1)[0].id == table.ids[table.term[row]]
+    q = vectors[0]
+    only_f = graph.nearest(q, 3, aspect="F", exclude={"GO:9200001"})
+    assert {n.id for n in only_f} == {"GO:9200002", "GO:0003674"}   # every F term but the excluded one
+
+
 # ---- devices ----------------------------------------------------------------------------------------------------
 
 @needs_dense

@@ -150,8 +150,8 @@ class LabelVectors:
         hnsw = None
         if entry.index == "hnsw" and not exact:
             faiss = require("faiss", "dense", "The term encoder's HNSW graph")
-            try:
-                hnsw = faiss.read_index(str(paths["hnsw"]))
+            try:   # the vectors memory-mapped, not read: a CLI call starts in milliseconds, workers share the pages
+                hnsw = faiss.read_index(str(paths["hnsw"]), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
             except (RuntimeError, OSError) as e:
                 raise ValueError(f"{paths['hnsw'].name}: unreadable ({str(e)[:150]})") from None
             if hnsw.ntotal != entry.labels or hnsw.d != dim:
