@@ -18,26 +18,40 @@ from search.client import Client
 USAGE_KEYS = ("papers_read", "turns", "input_tokens", "output_tokens", "cost_usd")
 
 
+class ConfigError(Exception):
+    """A configuration mistake every gene of a run would meet (no model, a missing extra, no API key): the run stops
+    before its first gene with this one-line message."""
+
+
 @dataclass
 class GeneTask:
-    """One gene to curate and the limits of the run (papers = the session budget; turns/cost/time per gene)."""
+    """One gene to curate and the limits of the run (papers = the session budget; turns/cost/time per gene).
+
+    ``symbol`` may be empty: the agent then takes the symbol of the session's gene (the service's lexicon).
+    ``summary`` is FlyAOC's gene snapshot (the genes file's ``Summary`` column), shown to the harnesses that use it.
+    ``budget_policy`` None means ``flyaoc`` (every full-text call charged) under ``parity``, else ``distinct``."""
 
     gene_id: str
     symbol: str
     budget: int
     synonym_policy: str = "snapshot"
-    budget_policy: str = "distinct"
+    budget_policy: str | None = None
     hidden: str | None = None
     max_turns: int = 50
     max_cost_usd: float | None = None
     timeout_s: float | None = None
     parity: bool = False
+    summary: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def effective_budget_policy(self) -> str:
+        return self.budget_policy or ("flyaoc" if self.parity else "distinct")
 
     def session_options(self) -> dict[str, Any]:
         """Keyword arguments of ``Client.create_session`` for this task (one home for the mapping)."""
         opts: dict[str, Any] = dict(gene=self.gene_id, max_papers=self.budget, synonym_policy=self.synonym_policy,
-                                    budget_policy=self.budget_policy)
+                                    budget_policy=self.effective_budget_policy)
         if self.hidden:
             opts["hidden_terms"] = {"set": self.hidden} if self.hidden == "flyaoc" else \
                 {"ids": [t for t in self.hidden.split(",") if t]}
@@ -75,7 +89,8 @@ class GeneResult:
 
 class Agent(Protocol):
     """A curation agent: curates ``task`` through ``client`` (which it may give a session id) and never raises for
-    a failed gene - the failure goes into ``GeneResult.error``."""
+    a failed gene - the failure goes into ``GeneResult.error``. An agent may also define ``preflight(task)``, which
+    raises :class:`ConfigError` for a mistake every gene would meet (checked once, before the first gene)."""
 
     name: str
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import hashlib
 import json
 import logging
 import os
@@ -155,7 +156,7 @@ class ModelConfig:
 
         model = get("model") or os.environ.get("FLYSIFT_LLM_MODEL")
         if not model:
-            raise ValueError("no model: pass --model (or set FLYSIFT_LLM_MODEL)")
+            raise ValueError("no model: pass --model NAME (or -o model=NAME, or set FLYSIFT_LLM_MODEL)")
         kw = {k: get(k) for k in ("base_url", "api_key_env", "temperature", "seed", "max_tokens", "call_timeout_s",
                                   "max_retries", "backoff_s", "max_backoff_s") if get(k) is not None}
         return cls(model=model, **kw)
@@ -186,14 +187,26 @@ def wire_message(message: dict[str, Any]) -> dict[str, Any]:
     return msg
 
 
-def assistant_turn(message: dict[str, Any]) -> dict[str, Any]:
-    """The history entry for a model's answer: role, content (never null) and tool calls, nothing provider-specific."""
+def assistant_turn(message: dict[str, Any], seq: int = 0) -> dict[str, Any]:
+    """The history entry for a model's answer: role, content (never null) and tool calls, nothing provider-specific.
+
+    A tool call the provider sent without an ``id`` gets one (``call_missing_<seq>_<n>``, so the tool's answer can
+    refer to it), one without a function name an empty name (the tool loop answers it as an error): a malformed call
+    is the model's mistake to read about, never the end of the gene."""
     turn: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        turn["tool_calls"] = [{"id": c["id"], "type": "function",
-                               "function": {"name": c["function"]["name"],
-                                            "arguments": c["function"].get("arguments") or "{}"}}
-                              for c in message["tool_calls"]]
+    calls = message.get("tool_calls")
+    if calls and isinstance(calls, list):
+        turn["tool_calls"] = []
+        for n, c in enumerate(calls):
+            c = c if isinstance(c, dict) else {}
+            fn: dict[str, Any] = c["function"] if isinstance(c.get("function"), dict) else {}
+            args = fn.get("arguments")
+            turn["tool_calls"].append({
+                "id": c["id"] if isinstance(c.get("id"), str) and c["id"] else f"call_missing_{seq}_{n}",
+                "type": "function",
+                "function": {"name": fn["name"] if isinstance(fn.get("name"), str) else "",
+                             "arguments": args if isinstance(args, str) and args else
+                             (json.dumps(args) if isinstance(args, dict) else "{}")}})
     return turn
 
 
@@ -344,24 +357,73 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str:
 # ---- transcripts ----------------------------------------------------------------------------------------------------
 
 def write_transcript(path: str | Path, exchanges: Iterable[dict[str, Any]]) -> None:
-    """JSON lines, written under a temporary name and renamed (a killed run never leaves half a transcript)."""
+    """JSON lines, written under a temporary name and renamed (a killed run never leaves half a transcript).
+
+    Each request repeats the whole conversation so far, so a transcript that wrote every request in full would grow
+    with the square of its length (and a 3 MB tool argument would be stored once per later turn). Every message and
+    every tool list is therefore written once, as a ``{"kind": "message"|"tools", "id", …}`` line before the first
+    exchange that uses it, and exchanges refer to it by id (``{"$ref": id}``); :func:`read_transcript` puts the
+    requests back together."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    written: set[str] = set()
     with open(tmp, "w", encoding="utf-8") as fh:
+        def ref(kind: str, value: Any) -> dict[str, str]:
+            key = _content_id(value)
+            if key not in written:
+                written.add(key)
+                fh.write(json.dumps({"kind": kind, "id": key, kind: value}, ensure_ascii=False, sort_keys=True)
+                         + "\n")
+            return {"$ref": key}
+
         for ex in exchanges:
+            request = ex.get("request")
+            if ex.get("kind", "exchange") == "exchange" and isinstance(request, dict):
+                request = dict(request)
+                if isinstance(request.get("messages"), list):
+                    request["messages"] = [ref("message", m) for m in request["messages"]]
+                if isinstance(request.get("tools"), list):
+                    request["tools"] = ref("tools", request["tools"])
+                ex = {**ex, "request": request}
             fh.write(json.dumps(ex, ensure_ascii=False, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 
+def _content_id(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:24]
+
+
 def read_transcript(path: str | Path) -> list[dict[str, Any]]:
+    """The exchanges of a transcript, requests whole again (older transcripts without references read as they are)."""
     out = []
+    parts: dict[str, Any] = {}
+
+    def expand(value: Any, n: int) -> Any:
+        if isinstance(value, dict) and set(value) == {"$ref"}:
+            if value["$ref"] not in parts:
+                raise ValueError(f"{path}:{n}: refers to {value['$ref']!r}, which no earlier line defines")
+            return parts[value["$ref"]]
+        return value
+
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+        kind = row.get("kind", "exchange") if isinstance(row, dict) else None
+        if kind in ("message", "tools"):
+            parts[str(row.get("id"))] = row.get(kind)
+            continue
+        request = row.get("request") if isinstance(row, dict) else None
+        if isinstance(request, dict):
+            if isinstance(request.get("messages"), list):
+                request["messages"] = [expand(m, n) for m in request["messages"]]
+            if "tools" in request:
+                request["tools"] = expand(request["tools"], n)
+        out.append(row)
     return out
 
 
@@ -379,7 +441,12 @@ def response_usage(response: dict[str, Any]) -> dict[str, int]:
 @dataclass
 class LLM:
     """The model client of one gene run: every call is checked against the run's cost and time limits, accounted
-    and recorded. One instance serves the orchestrator and its readers (streams name who is talking)."""
+    and recorded. One instance serves the orchestrator and its readers (streams name who is talking).
+
+    The cost cap holds for concurrent calls too: a call is admitted only if what was spent, what the calls in flight
+    are expected to cost and its own expected cost (each the mean cost of the calls so far) stay within the cap, and
+    while the run's first call is in flight no other starts (nothing is known about the cost yet). A run overshoots
+    only by what its calls cost above the mean."""
 
     backend: Backend
     prices: PriceTable = field(default_factory=PriceTable)
@@ -391,22 +458,63 @@ class LLM:
                                                             "cached_tokens": 0, "reasoning_tokens": 0,
                                                             "cost_usd": 0.0, "priced": True})
     fingerprints: set[str] = field(default_factory=set)
+    _reserved: float = 0.0
+    _inflight: int = 0
+    _admission: asyncio.Condition | None = None
 
     @property
     def cost_usd(self) -> float | None:
         """The run's cost, or None when a model without a price was called (tokens are still counted)."""
         return self.usage["cost_usd"] if self.usage["priced"] else None
 
+    async def _admit(self, model: str) -> float | None:
+        """Wait until this call may start under the cost cap and reserve its expected cost (returned; None when no
+        cap applies); raises :class:`LimitReached` when it would take the run past the cap."""
+        if self.max_cost_usd is None or self.prices.lookup(model) is None:
+            return None  # no cap, or a model without a price: a cap cannot stop it (documented)
+        if self._admission is None:
+            self._admission = asyncio.Condition()
+        async with self._admission:
+            while self._inflight and not self.usage["model_calls"]:
+                await self._admission.wait()   # the first call tells what a call costs
+            spent, done = self.usage["cost_usd"], self.usage["model_calls"]
+            expected = spent / done if done else 0.0
+            if spent >= self.max_cost_usd or (done and spent + self._reserved + expected > self.max_cost_usd):
+                raise LimitReached("cost", f"cost limit reached (${spent:.6f} spent, ${self._reserved:.6f} in "
+                                           f"flight, next call ~${expected:.6f}; cap ${self.max_cost_usd:.6f})")
+            self._reserved += expected
+            self._inflight += 1
+            return expected
+
+    async def _release(self, reserved: float | None) -> None:
+        if self._admission is None or reserved is None:
+            return
+        async with self._admission:
+            self._reserved = max(0.0, self._reserved - reserved)
+            self._inflight = max(0, self._inflight - 1)
+            self._admission.notify_all()
+
     async def chat(self, config: ModelConfig, stream: str, messages: Sequence[dict[str, Any]],
                    tools: Sequence[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
         """One model call; returns the assistant message (``content``, ``tool_calls``) as the provider sent it."""
-        if self.max_cost_usd is not None and self.cost_usd is not None and self.cost_usd >= self.max_cost_usd:
-            raise LimitReached("cost", f"cost limit reached (${self.cost_usd:.4f} of ${self.max_cost_usd:.4f})")
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise LimitReached("timeout", "the gene's time limit ran out")
         request = request_for(config, messages, tools, **extra)
+        reserved = await self._admit(config.model)
         started = time.monotonic()
-        response, retries = await self.backend.complete(request, stream, config, self.deadline)
+        try:
+            response, retries = await self.backend.complete(request, stream, config, self.deadline)
+            self._account(config, stream, request, response, retries, started)
+        finally:
+            await self._release(reserved)
+        choices = response.get("choices") or []
+        if not choices or not isinstance(choices[0].get("message"), dict):
+            raise LLMError(f"the model answered without a message: {json.dumps(response)[:300]}")
+        return choices[0]["message"]
+
+    def _account(self, config: ModelConfig, stream: str, request: dict[str, Any], response: dict[str, Any],
+                 retries: list[dict[str, Any]], started: float) -> None:
+        """Count a finished call's tokens and cost and record the exchange."""
         usage = response_usage(response)
         cost = self.prices.cost(response.get("model") or config.model, usage)
         if cost is None:
@@ -427,10 +535,6 @@ class LLM:
                                "cost_usd": cost, "seed": config.seed,
                                "system_fingerprint": response.get("system_fingerprint"),
                                "elapsed_s": round(time.monotonic() - started, 3)})
-        choices = response.get("choices") or []
-        if not choices or not isinstance(choices[0].get("message"), dict):
-            raise LLMError(f"the model answered without a message: {json.dumps(response)[:300]}")
-        return choices[0]["message"]
 
 
 def parse_json_object(text: str | None) -> dict[str, Any] | None:

@@ -23,14 +23,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from curation.agent import GeneResult, GeneTask, make_agent
+from curation.agent import ConfigError, GeneResult, GeneTask, make_agent
+from curation.llm import write_transcript
 from search.client import Client, ClientError
 
 #: task fields a run configuration carries to every gene
@@ -38,12 +39,21 @@ _TASK_FIELDS = ("budget", "synonym_policy", "budget_policy", "hidden", "max_turn
                 "parity")
 
 
+class GeneRow(NamedTuple):
+    """One gene of a run: its id, the symbol the list gives (may be empty: the agent takes the service's) and
+    FlyAOC's gene summary (the genes file's ``Summary`` column; may be empty)."""
+
+    gene_id: str
+    symbol: str = ""
+    summary: str = ""
+
+
 @dataclass
 class RunConfig:
     agent: str
     budget: int = 16
     synonym_policy: str = "snapshot"
-    budget_policy: str = "distinct"
+    budget_policy: str | None = None
     hidden: str | None = None
     max_turns: int = 50
     max_cost_usd: float | None = None
@@ -54,8 +64,8 @@ class RunConfig:
     url: str = "http://127.0.0.1:8000"
     options: dict[str, Any] = field(default_factory=dict)
 
-    def task(self, gene_id: str, symbol: str) -> GeneTask:
-        return GeneTask(gene_id=gene_id, symbol=symbol, extra=dict(self.options),
+    def task(self, gene: GeneRow) -> GeneTask:
+        return GeneTask(gene_id=gene.gene_id, symbol=gene.symbol, summary=gene.summary, extra=dict(self.options),
                         **{k: getattr(self, k) for k in _TASK_FIELDS})
 
 
@@ -73,29 +83,26 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-def write_lines_atomic(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_genes(path: Path) -> list[tuple[str, str]]:
-    """(gene id, symbol) from FlyAOC's genes CSV (``FBgn_ID,Gene_Symbol,…``), a TSV/whitespace list
-    (``FBgn… [symbol]``; ``#`` comments) or a JSON list of ids or objects with ``gene_id``/``gene_symbol``."""
+def read_genes(path: Path) -> list[GeneRow]:
+    """Genes from FlyAOC's genes CSV (``FBgn_ID,Gene_Symbol,Summary``), a TSV/whitespace list (``FBgn… [symbol
+    [summary]]``, the summary tab-separated; ``#`` comments) or a JSON list of ids or of objects with ``gene_id``
+    and optionally ``gene_symbol`` and ``summary``."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         out = []
         for g in json.loads(text):
-            out.append((g, "") if isinstance(g, str) else (g["gene_id"], g.get("gene_symbol", "")))
+            out.append(GeneRow(g) if isinstance(g, str) else
+                       GeneRow(g["gene_id"], g.get("gene_symbol") or "", g.get("summary") or ""))
         return out
     if text.startswith("FBgn_ID"):
-        return [(r["FBgn_ID"], r["Gene_Symbol"]) for r in csv.DictReader(text.splitlines())]
+        return [GeneRow(r["FBgn_ID"], r.get("Gene_Symbol") or "", (r.get("Summary") or "").strip())
+                for r in csv.DictReader(text.splitlines())]
     out = []
     for line in text.splitlines():
         parts = line.split("\t") if "\t" in line else line.split()
         if parts and parts[0].strip() and not parts[0].startswith("#"):
-            out.append((parts[0].strip(), parts[1].strip() if len(parts) > 1 else ""))
+            out.append(GeneRow(parts[0].strip(), parts[1].strip() if len(parts) > 1 else "",
+                               parts[2].strip() if len(parts) > 2 else ""))
     return out
 
 
@@ -151,10 +158,10 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def run_info(config: RunConfig, client: Client, genes: list[tuple[str, str]]) -> dict[str, Any]:
+def run_info(config: RunConfig, client: Client, genes: list[GeneRow]) -> dict[str, Any]:
     """run.json: what ran, with what, against which index (keys never reach it: the config holds none)."""
     stats = client.stats()
-    return {"config": asdict(config), "genes": [g for g, _ in genes], "created_at": time.time(),
+    return {"config": asdict(config), "genes": [g.gene_id for g in genes], "created_at": time.time(),
             "versions": versions(), "git": git_commit(), "argv": sys.argv[1:] if _safe_argv() else None,
             "index": stats.model_dump(mode="json")}
 
@@ -230,6 +237,49 @@ def summarize(run: RunDir, genes: list[str], started: float | None = None, note:
     return out
 
 
+def gene_rows(run: RunDir, genes: list[str], cited: dict[str, set[str]] | None = None) -> list[dict[str, Any]]:
+    """One row per gene of a run for ``curate show``: status, papers read, turns, tokens, cost, items submitted,
+    papers cited as evidence, error; with ``cited`` (curator-cited papers per gene) also ``refs_read``, the cited
+    papers the session read of those cited (from its trace)."""
+    recs = run.records()
+    rows = []
+    for gid in genes:
+        rec = recs.get(gid)
+        if rec is None:
+            rows.append({"gene_id": gid, "status": "missing"})
+            continue
+        out = rec.get("output") or {}
+        u = rec.get("usage") or {}
+        syn = out.get("task3_synonyms") or {}
+        evidence = {it["evidence"].get("pmcid") for key in ("task1_function", "task2_expression")
+                    for it in out.get(key) or [] if isinstance(it, dict) and isinstance(it.get("evidence"), dict)}
+        evidence.discard(None)
+        cost = u.get("cost_usd")
+        row: dict[str, Any] = {
+            "gene_id": gid, "symbol": rec.get("gene_symbol"), "status": "failed" if failed(rec) else "ok",
+            "papers_read": u.get("papers_read"), "turns": u.get("turns"),
+            "tokens": (int(u.get("input_tokens") or 0) + int(u.get("output_tokens") or 0)) or None,
+            "cost": None if cost is None else round(float(cost), 4),
+            "go_items": len(out.get("task1_function") or []) if rec.get("output") is not None else None,
+            "expression_items": len(out.get("task2_expression") or []) if rec.get("output") is not None else None,
+            "synonym_items": (len(syn.get("fullname_synonyms") or []) + len(syn.get("symbol_synonyms") or [])
+                              if rec.get("output") is not None else None),
+            "evidence_papers": len(evidence), "error": rec.get("error")}
+        if cited is not None and gid in cited:
+            row["refs_read"] = f"{len(cited[gid] & _trace_reads(run, gid))}/{len(cited[gid])}"
+        rows.append(row)
+    return rows
+
+
+def _trace_reads(run: RunDir, gene_id: str) -> set[str]:
+    from eval.coverage import read_pmcids_from_trace
+
+    path = run.traces / f"{gene_id}.json"
+    if not path.exists():
+        return set()
+    return read_pmcids_from_trace(json.loads(path.read_text(encoding="utf-8")), str(path))
+
+
 class BatchRunner:
     """Runs ``config.agent`` over genes with ``config.concurrency`` workers, each with its own client."""
 
@@ -241,22 +291,18 @@ class BatchRunner:
         self.spent = 0.0
         self._stop = threading.Event()
 
-    def todo(self, genes: list[tuple[str, str]], resume: bool, retry_failed: bool) -> list[tuple[str, str]]:
+    def todo(self, genes: list[GeneRow], resume: bool, retry_failed: bool) -> list[GeneRow]:
         """Genes still to run. Without ``resume``/``retry_failed`` the directory must hold no predictions."""
         recs = self.run.records()
         if recs and not (resume or retry_failed):
             raise FileExistsError(f"{self.run.path} already holds {len(recs)} predictions: pass --resume to skip "
                                   "finished genes (and --retry-failed to rerun failed ones), or use a new --run-dir")
-        out = []
-        for gid, sym in genes:
-            rec = recs.get(gid)
-            if rec is None or (retry_failed and failed(rec)):
-                out.append((gid, sym))
-        return out
+        return [g for g in genes if (rec := recs.get(g.gene_id)) is None or (retry_failed and failed(rec))]
 
-    def run_gene(self, gene_id: str, symbol: str) -> GeneResult:
+    def run_gene(self, gene: GeneRow) -> GeneResult:
         """One gene, start to finish: agent, trace, transcript, then the prediction (the completion mark)."""
-        task = self.config.task(gene_id, symbol)
+        gene_id, symbol = gene.gene_id, gene.symbol
+        task = self.config.task(gene)
         with self.client_factory() as client:
             try:
                 res = make_agent(self.config.agent, self.config.options).run(task, client)
@@ -270,14 +316,14 @@ class BatchRunner:
                 except ClientError as e:
                     res.extra["trace_error"] = str(e)
         if res.transcript:
-            write_lines_atomic(self.run.transcripts / f"{gene_id}.jsonl", res.transcript)
+            write_transcript(self.run.transcripts / f"{gene_id}.jsonl", res.transcript)
         rec = res.to_run_record()
-        rec["gene_symbol"] = symbol or (res.output or {}).get("gene_symbol")
+        rec["gene_symbol"] = symbol or res.extra.get("gene_symbol") or (res.output or {}).get("gene_symbol")
         rec["agent"] = self.config.agent
         write_json_atomic(self.run.predictions / f"{gene_id}.json", rec)
         return res
 
-    def execute(self, genes: list[tuple[str, str]], todo: list[tuple[str, str]]) -> dict[str, Any]:
+    def execute(self, genes: list[GeneRow], todo: list[GeneRow]) -> dict[str, Any]:
         started = time.time()
         note = None
         pool = ThreadPoolExecutor(max_workers=max(1, self.config.concurrency))
@@ -286,7 +332,7 @@ class BatchRunner:
         try:
             while queue or pending:
                 while queue and len(pending) < max(1, self.config.concurrency) and not self._stop.is_set():
-                    pending.add(pool.submit(self.run_gene, *queue.pop(0)))
+                    pending.add(pool.submit(self.run_gene, queue.pop(0)))
                 if not pending:
                     break
                 finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -300,21 +346,58 @@ class BatchRunner:
                         self._stop.set()
                         note = f"stopped: batch cost ${self.spent:.4f} reached the cap ${cap:.4f}"
                 write_json_atomic(self.run.path / "summary.json",
-                                  summarize(self.run, [g for g, _ in genes], started, note))
+                                  summarize(self.run, [g.gene_id for g in genes], started, note))
         except KeyboardInterrupt:
             note = "interrupted: running genes finished or were left unrecorded; rerun with --resume"
             pool.shutdown(wait=False, cancel_futures=True)
-            write_json_atomic(self.run.path / "summary.json", summarize(self.run, [g for g, _ in genes], started, note))
+            write_json_atomic(self.run.path / "summary.json",
+                              summarize(self.run, [g.gene_id for g in genes], started, note))
             raise
         pool.shutdown(wait=True)
-        summary = summarize(self.run, [g for g, _ in genes], started, note)
+        summary = summarize(self.run, [g.gene_id for g in genes], started, note)
         write_json_atomic(self.run.path / "summary.json", summary)
         return summary
 
 
-def start_run(config: RunConfig, run_dir: Path, genes: list[tuple[str, str]], client_factory: Callable[[], Client],
-              resume: bool = False, retry_failed: bool = False, progress: Progress | None = None) -> dict[str, Any]:
-    """Prepare (or continue) a run directory and run what is left; returns the summary."""
+#: what must match for ``--resume`` to continue a run directory: the genes done so far ran with these
+RESUME_KEYS = ("agent", "budget", "synonym_policy", "budget_policy", "hidden", "parity")
+MODEL_OPTIONS = ("model", "reader_model", "base_url")
+
+
+def config_differences(prev: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """How run.json ``now`` differs from ``prev`` where it matters for resuming: the agent, the budget and policies,
+    the model, the corpus (index build and size). Each difference as ``"what: before -> now"``."""
+    pc, nc = prev.get("config") or {}, now.get("config") or {}
+    out = [f"{k}: {pc.get(k)!r} -> {nc.get(k)!r}" for k in RESUME_KEYS if pc.get(k) != nc.get(k)]
+    po, no = pc.get("options") or {}, nc.get("options") or {}
+    out += [f"{k}: {po.get(k)!r} -> {no.get(k)!r}" for k in MODEL_OPTIONS if po.get(k) != no.get(k)]
+    pi, ni = prev.get("index") or {}, now.get("index") or {}
+    out += [f"corpus {k}: {pi.get(k)!r} -> {ni.get(k)!r}" for k in ("build", "papers") if pi.get(k) != ni.get(k)]
+    return out
+
+
+def preflight(config: RunConfig, genes: list[GeneRow]) -> None:
+    """Mistakes every gene would meet, found before the first gene: the agent's own check (model, extra, key)."""
+    if not genes:
+        raise ConfigError("the gene list is empty")
+    try:
+        agent = make_agent(config.agent, config.options)
+    except (ValueError, OSError) as exc:  # e.g. an unreadable or malformed prices file
+        raise ConfigError(f"agent {config.agent!r}: {exc}") from None
+    check = getattr(agent, "preflight", None)
+    if check is not None:
+        check(config.task(genes[0]))
+
+
+def start_run(config: RunConfig, run_dir: Path, genes: list[GeneRow], client_factory: Callable[[], Client],
+              resume: bool = False, retry_failed: bool = False, progress: Progress | None = None,
+              force_config: bool = False) -> dict[str, Any]:
+    """Prepare (or continue) a run directory and run what is left; returns the summary.
+
+    Raises :class:`ConfigError` (the agent's configuration, or ``--resume`` of a directory made with another agent,
+    budget, model or corpus unless ``force_config``) and ``ClientError`` (the service cannot be reached) before any
+    gene runs."""
+    preflight(config, genes)
     runner = BatchRunner(config, run_dir, client_factory, progress)
     todo = runner.todo(genes, resume, retry_failed)
     info_path = runner.run.path / "run.json"
@@ -322,20 +405,26 @@ def start_run(config: RunConfig, run_dir: Path, genes: list[tuple[str, str]], cl
         info = run_info(config, client, genes)
     if info_path.exists():
         prev = json.loads(info_path.read_text(encoding="utf-8"))
+        changed = config_differences(prev, info)
+        if changed and runner.run.records() and not force_config:
+            raise ConfigError(f"{run_dir} was made with another configuration ({'; '.join(changed)}): use a new "
+                              "--run-dir, or pass --force-config to continue it anyway")
         info["created_at"] = prev.get("created_at", info["created_at"])
         info["resumed"] = prev.get("resumed", []) + [time.time()]
+        if changed:
+            info["forced_config"] = prev.get("forced_config", []) + [{"at": time.time(), "changed": changed}]
     write_json_atomic(info_path, info)
     if progress:
         progress.total = len(todo)
     return runner.execute(genes, todo)
 
 
-def estimate(config: RunConfig, genes: list[tuple[str, str]]) -> dict[str, Any]:
+def estimate(config: RunConfig, genes: list[GeneRow]) -> dict[str, Any]:
     """What a run would spend, without running it: papers from the budget; cost from the agent's ``estimate``
     (agents that call a model provide one) or zero for agents that call none."""
     agent = make_agent(config.agent, config.options)
     per_gene = getattr(agent, "estimate", None)
-    gene_est = per_gene(config.task(genes[0][0], genes[0][1])) if (per_gene and genes) else \
+    gene_est = per_gene(config.task(genes[0])) if (per_gene and genes) else \
         {"cost_usd": 0.0 if config.agent == "lexical" else None}
     cost = gene_est.get("cost_usd")
     return {"agent": config.agent, "genes": len(genes), "max_papers": config.budget * len(genes),

@@ -104,27 +104,43 @@ def flyaoc_cmd(ground_truth: Path, predictions: Path, go_obo: Path, fbbt_obo: Pa
 @click.option("--url", envvar="FLYSIFT_URL", default="http://127.0.0.1:8000", show_default=True,
               help="Service base URL (env FLYSIFT_URL)")
 @click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None)
+@click.option("--into", "service_collection", default=None,
+              help="The service collection to write the documents into (required unless --no-index: eval ir never "
+                   "writes into a shared service's namespace on its own); with --no-index the one to read "
+                   "(default beir-<folder>)")
 @click.option("--no-index", is_flag=True, help="Reuse the collection already published in the service")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Report directory")
 @click.option("--json", "as_json", is_flag=True, help="Stages and progress as JSON lines on stderr")
 def ir_cmd(collection_dir: Path, modes: tuple[str, ...], baselines: tuple[Path, ...], url: str, api_key: str | None,
-           no_index: bool, out: Path, as_json: bool) -> None:
-    """Index a BEIR collection through the service, run its queries, score with ranx; writes metrics.json,
-    per_query.json, TREC run files, report.md and per_query_delta.png. Each stage prints a line; on a terminal a
-    bar counts the queries."""
-    from eval.ir import evaluate_collection
+           service_collection: str | None, no_index: bool, out: Path, as_json: bool) -> None:
+    """Index a BEIR collection through the service (into the collection --into names), run its queries, score with
+    ranx; writes metrics.json, per_query.json, TREC run files, report.md and per_query_delta.png. Each stage prints
+    a line; on a terminal a bar counts the queries. Needs a running flysift service (--url / FLYSIFT_URL)."""
+    from eval.ir import evaluate_collection, service_collection_name
     from search.cli.progress import Progress
-    from search.client import Client
+    from search.client import Client, ClientError
+    from search.core.extras import require
 
-    with Progress("queries", json_lines=as_json) as progress, Client(url, api_key=api_key) as client:
-        counted = _CountingClient(client, progress)
+    require("ranx", "eval", "flysift eval ir")        # before anything is written into the service
+    require("matplotlib", "eval", "the eval ir report")
+    if service_collection is None and not no_index:
+        raise click.UsageError("eval ir writes the documents into a service collection: name it with --into NAME "
+                               f"(e.g. --into {service_collection_name(collection_dir.name)}), or pass --no-index "
+                               "to read one already published")
+    try:
+        with Progress("queries", json_lines=as_json) as progress, Client(url, api_key=api_key) as client:
+            client.health()
+            counted = _CountingClient(client, progress)
 
-        def log(message: str) -> None:
-            counted.stage(message)
+            def log(message: str) -> None:
+                counted.stage(message)
 
-        result = evaluate_collection(counted, collection_dir, modes, out_dir=out,
-                                     baselines={p.stem: p for p in baselines}, reindex=not no_index, log=log)
-        progress.stage(f"writing the report to {out}", always=True, out=str(out))
+            result = evaluate_collection(counted, collection_dir, modes, out_dir=out,
+                                         baselines={p.stem: p for p in baselines}, reindex=not no_index, log=log,
+                                         collection=service_collection)
+            progress.stage(f"writing the report to {out}", always=True, out=str(out))
+    except ClientError as e:
+        raise click.ClickException(f"[{e.code}] {e.message}") from None
     write_ir_report(result, out)
     click.echo(json.dumps({name: run for name, run in result["runs"].items()}, indent=1))
 
@@ -159,40 +175,70 @@ class _CountingClient:
 @click.option("--ground-truth", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="FlyAOC ground_truth*.jsonl (the curator-cited papers of each gene)")
 @click.option("--run-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="A curate run directory: cited papers read / surfaced but not read / never surfaced (its traces)")
-@click.option("--ceiling", is_flag=True, help="Without any agent: rank of each in-corpus cited paper per synonym "
-                                             "policy, and recall at budgets 1..64 (asks the service at --url)")
+              help="A curate run directory: why each cited paper was or was not used (its traces and predictions)")
+@click.option("--ceiling", is_flag=True, help="Without any agent: rank of each indexed cited paper per synonym "
+                                             "policy, and recall at budgets 1..64")
 @click.option("--policy", "policies", multiple=True, default=("none", "snapshot", "full"), show_default=True,
-              type=click.Choice(("none", "snapshot", "registered", "full")))
-@click.option("--url", envvar="FLYSIFT_URL", default="http://127.0.0.1:8000", show_default=True)
+              type=click.Choice(("none", "snapshot", "registered", "full")),
+              help="Synonym policies of the ceiling queries")
+@click.option("--depth", type=click.IntRange(1, 10_000), default=cov.RANK_DEPTH, show_default=True,
+              help="How deep a query is followed before a paper counts as never retrieved (--run-dir)")
+@click.option("--url", envvar="FLYSIFT_URL", default=None,
+              help="The flysift service (env FLYSIFT_URL; default: the run's, else http://127.0.0.1:8000)")
 @click.option("--api-key", envvar="FLYSIFT_API_KEY", default=None)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Report directory: coverage.json, ceiling.md, ceiling.png")
-def coverage_cmd(ground_truth: Path, run_dir: Path | None, ceiling: bool, policies: tuple[str, ...], url: str,
-                 api_key: str | None, out: Path) -> None:
-    """Reference-coverage diagnostics: could an agent with budget B have seen the papers curators cited?"""
+              help="Report directory: coverage.json, coverage.md, ceiling.png (when there is something to plot)")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables")
+def coverage_cmd(ground_truth: Path, run_dir: Path | None, ceiling: bool, policies: tuple[str, ...], depth: int,
+                 url: str | None, api_key: str | None, out: Path, as_json: bool) -> None:
+    """Reference-coverage diagnostics: for every paper curators cited, why a run did or did not use it
+    (not_indexed, never_retrieved, beyond_budget, surfaced_not_read, read_not_annotated, read_and_cited), and
+    whether an agent with budget B could have seen it at all (--ceiling). Needs a running flysift service over the
+    corpus the run used (--url)."""
+    from search.client import Client, ClientError
+
     if run_dir is None and not ceiling:
         raise click.UsageError("give --run-dir, --ceiling or both")
     truth = load_ground_truth(ground_truth)
+    if url is None and run_dir is not None and (run_dir / "run.json").exists():
+        url = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("config", {}).get("url")
+    url = url or "http://127.0.0.1:8000"
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {}
-    if run_dir is not None:
-        rc = report["run"] = cov.run_coverage(truth, run_dir / "traces")
-        t, s = rc["totals"], rc["shares"]
-        click.echo(f"run {run_dir}: {rc['n_genes']} genes, {t['cited']} cited papers: read {t['read']} "
-                   f"({s['read']:.1%}), surfaced not read {t['surfaced_not_read']} ({s['surfaced_not_read']:.1%}), "
-                   f"never surfaced {t['never_surfaced']} ({s['never_surfaced']:.1%})")
-        for gid, row in rc["genes"].items():
-            click.echo(f"  {gid}: cited {row['cited']} read {len(row['read'])} surfaced-not-read "
-                       f"{len(row['surfaced_not_read'])} never {len(row['never_surfaced'])}")
-    if ceiling:
-        from search.client import Client
-
+    md: list[str] = []
+    text: list[str] = []
+    try:
         with Client(url, api_key=api_key, timeout=120) as client:
-            ce = report["ceiling"] = cov.retrieval_ceiling(client, truth, policies)
-        table = cov.ceiling_table(ce)
-        (out / "ceiling.md").write_text(table + "\n", encoding="utf-8")
-        cov.plot_ceiling(ce, out / "ceiling.png")
-        click.echo(f"retrieval ceiling: {ce['n_references']} in-corpus references of {ce['n_genes']} genes "
-                   f"(skipped {len(ce['skipped'])})\n{table}\nplot: {out / 'ceiling.png'}")
+            client.health()
+            if run_dir is not None:
+                rc = report["run"] = cov.run_reasons(client, truth, run_dir, policies, depth)
+                counts = ", ".join(f"{r} {rc['totals'][r]} ({rc['shares'][r]:.0%})" for r in cov.REASONS
+                                   if rc["totals"][r]) or "none"
+                text.append(f"run {run_dir}: {rc['n_genes']} genes, {rc['cited']} cited papers: {counts}")
+                md += [f"## Why cited papers were missed: {run_dir}", "", f"Budget {rc['budget']}, synonym policy "
+                       f"{rc['synonym_policy']}; a query is followed to rank {rc['depth']}.", "",
+                       cov.reasons_table(rc), "", cov.references_table(rc), ""]
+                if rc["skipped"]:
+                    text.append(f"skipped {len(rc['skipped'])} gene(s): " + "; ".join(
+                        f"{g}: {m}" for g, m in list(rc["skipped"].items())[:5]))
+            if ceiling:
+                ce = report["ceiling"] = cov.retrieval_ceiling(client, truth, policies)
+                table = cov.ceiling_table(ce)
+                plotted = cov.plot_ceiling(ce, out / "ceiling.png")
+                text.append(f"retrieval ceiling: {ce['n_references']} indexed references of {ce['n_genes']} genes "
+                            f"({ce['n_not_indexed']} of {ce['n_cited']} cited papers are not indexed; skipped "
+                            f"{len(ce['skipped'])})\n{table}\n"
+                            + (f"plot: {out / 'ceiling.png'}" if plotted else "no plot: no cited paper is indexed"))
+                md += ["## Retrieval ceiling", "", table, ""]
+    except ClientError as e:
+        raise click.ClickException(f"[{e.code}] {e.message}") from None
     (out / "coverage.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (out / "coverage.md").write_text("\n".join(md), encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(report, indent=1))
+        return
+    for line in text:
+        click.echo(line)
+    if "run" in report:
+        click.echo("\n" + cov.reasons_table(report["run"]))
+        click.echo(f"\nper paper: {out / 'coverage.md'}")

@@ -216,11 +216,13 @@ def score_runs(qrels: Mapping[str, Mapping[str, int]], runs: Mapping[str, Mappin
 def evaluate_collection(client: Any, directory: str | Path, modes: Iterable[str] = ("bm25",), *,
                         out_dir: str | Path | None = None, baselines: Mapping[str, str | Path] | None = None,
                         published: list[dict[str, Any]] | None = None, reindex: bool = True,
-                        log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Index a BEIR folder, run each mode through the service, score, and return the IR result dict. Runs that
-    fail (e.g. dense on a service without a dense index) are recorded with their error."""
+                        log: Callable[[str], None] = lambda _m: None, collection: str | None = None) -> dict[str, Any]:
+    """Index a BEIR folder into the service collection ``collection`` (default ``beir-<folder>``), run each mode
+    through the service, score, and return the IR result dict. Runs that fail (e.g. dense on a service without a
+    dense index) are recorded with their error. The scorer (ranx) is checked before anything is indexed."""
+    require("ranx", "eval", "scoring IR runs")
     coll = load_beir(directory)
-    collection = service_collection_name(coll.name)
+    collection = collection or service_collection_name(coll.name)
     runs: dict[str, dict[str, dict[str, float]]] = {}
     errors: dict[str, str] = {}
     modes = list(modes)

@@ -79,7 +79,7 @@ def prepare_unit(unit: Unit, preparer: Callable[[Paper, list[Passage]], Any]) ->
     item = parse_unit(unit)
     if item.paper is None:
         return Ready(item.source, item.record, unit.end, reject=item.reject, warnings=item.warnings)
-    passages = split_passages(item.paper)
+    passages = split_passages(item.paper) + item.supplement_passages
     return Ready(item.source, item.record, unit.end, item.paper.pmcid, None, item.warnings, len(passages),
                  preparer(item.paper, passages))
 

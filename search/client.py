@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
 from search.core.query import Filters
+from search.core.supplements import SupplementList, SupplementRead
 from search.flyaoc.validation import ValidationReport
 from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
 
@@ -113,8 +114,9 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 def _transport_error(base_url: str, exc: httpx.TransportError) -> Unavailable:
     code = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
-    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); "
-                             "check that the service runs and the URL is right, then retry.", status=None)
+    return Unavailable(code, f"Cannot reach the flysift API at {base_url} ({type(exc).__name__}: {exc}); start "
+                             "the service (`flysift serve --data-dir DATA --port PORT`) or point --url / FLYSIFT_URL "
+                             "at a running one, then retry.", status=None)
 
 
 _T = TypeVar("_T")
@@ -138,6 +140,7 @@ class _Request:
     params: dict[str, Any] | None = None
     json: Any = None
     timeout: float | None = None  # None: the client's default
+    text: bool = False  # the answer is text (CSV), not JSON
 
 
 def _model(cls: type[BaseModel]) -> Callable[[Any], Any]:
@@ -172,6 +175,13 @@ def _terms_models():
     from search.ontology import service as terms
 
     return terms
+
+
+def _api_models():
+    """The API's own response models; imported when first needed."""
+    from search.api import models
+
+    return models
 
 
 class _Endpoints:
@@ -235,6 +245,29 @@ class _Endpoints:
         return self._send(_Request("GET", f"/v1/papers/{pmcid}", _model(PaperText),
                                    params=_params(sections=list(sections) if sections is not None else None,
                                                   max_chars=max_chars, cursor=cursor, collection=collection)))
+
+    # ---- supplementary files ----------------------------------------------------------------------------------
+    def list_supplements(self, pmcid: str, collection: str = "default") -> SupplementList:
+        """A paper's supplementary files with their sheets or pages and extraction status (free in a session)."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements", _model(SupplementList),
+                                   params={"collection": collection}))
+
+    def read_supplement(self, pmcid: str, file: int | str, part: int | str | None = None, start: int | None = None,
+                        limit: int | None = None, max_chars: int | None = None,
+                        collection: str = "default") -> SupplementRead:
+        """A page of one sheet, table, text or PDF of a file (by number or name): rows with the table's header, so
+        tables can be joined; ``next_start`` continues. In a session this reads the paper (budget)."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}", _model(SupplementRead),
+                                   params=_params(part=None if part is None else str(part), start=start, limit=limit,
+                                                  max_chars=max_chars, collection=collection)))
+
+    def read_supplement_csv(self, pmcid: str, file: int | str, part: int | str | None = None,
+                            start: int | None = None, limit: int | None = None,
+                            collection: str = "default") -> str:
+        """The same page as CSV text (header first; cells that would run as formulas neutralised)."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}",
+                                   params=_params(part=None if part is None else str(part), start=start, limit=limit,
+                                                  format="csv", collection=collection), text=True))
 
     # ---- collection builds ------------------------------------------------------------------------------------
     def create_build(self, collection: str) -> dict[str, Any]:
@@ -373,6 +406,24 @@ class _Endpoints:
                                    params=_params(limit=limit, cursor=cursor, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
 
+    def recognise_terms(self, texts: Iterable[str], ontologies: Iterable[str] | None = None,
+                        task: Literal["go", "expression"] | None = None,
+                        molecular_function: Literal["activity", "all"] | None = None,
+                        hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
+        """Ontology terms in the texts of one document (``search.api.models.RecogniseResponse``: per text, its
+        mentions with term id, ontology, span, matched text, what matched and the sentence). ``task`` (``go`` or
+        ``expression``) or the order of ``ontologies`` decides between same-named terms."""
+        body: dict[str, Any] = {"texts": list(texts)}
+        if ontologies is not None:
+            body["ontologies"] = list(ontologies)
+        if task is not None:
+            body["task"] = task
+        if molecular_function is not None:
+            body["molecular_function"] = molecular_function
+        return self._send(_Request("POST", "/v1/terms/recognise",
+                                   lambda b: _api_models().RecogniseResponse.model_validate(b), json=body,
+                                   params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
+
     def flyaoc_search_terms(self, ontology: Literal["go", "fbbt", "fbdv"], query: str, aspect: str | None = None,
                             limit: int = 10, hidden: str | Iterable[str] | None = None,
                             hidden_descendants: bool | None = None) -> list[dict[str, Any]]:
@@ -406,6 +457,8 @@ def _result(req: _Request, resp: httpx.Response) -> Any:
         raise error_from_response(resp)
     if not resp.content:
         return req.parse(None)
+    if req.text:
+        return req.parse(resp.text)
     try:
         body = resp.json()
     except json.JSONDecodeError:

@@ -246,3 +246,53 @@ def find_cluster_node(flavour: str) -> ClusterNode:
     if in_ci():
         pytest.fail(f"CI must run the cluster tests, but there is {msg}")
     pytest.skip(msg)
+
+
+# ---- supplementary files ---------------------------------------------------------------------------------------------
+
+SUPPLEMENT_FIXTURES = Path(__file__).parent / "fixtures" / "supplements"
+#: an allele written only in the package's spreadsheet (row 4 of sheet "Alleles" of S1.xlsx), never in the article
+SHEET_ONLY_ALLELE = "Dl[RevF10]"
+SUPPLEMENT_ARTICLE = """<?xml version="1.0"?>
+<article xmlns:xlink="http://www.w3.org/1999/xlink"><front><article-meta>
+<article-id pub-id-type="pmc">PMC990001</article-id><title-group><article-title>Notch signalling at the wing
+margin</article-title></title-group><pub-date pub-type="epub"><year>2011</year></pub-date>
+<abstract><p>Delta and Serrate activate Notch at the dorsoventral boundary.</p></abstract></article-meta></front>
+<body><sec><title>Results</title><p>Alleles are listed in Table S1; stocks in Text S3.</p></sec>
+<sec sec-type="supplementary-material">
+<supplementary-material xlink:href="S1.xlsx"><label>Table S1</label><caption><p>Alleles used.</p></caption>
+</supplementary-material>
+<supplementary-material xlink:href="S2.csv" mimetype="text" mime-subtype="csv"><label>Table S2</label>
+</supplementary-material>
+<supplementary-material xlink:href="S4.pdf"><label>Figure S1</label></supplementary-material>
+<supplementary-material xlink:href="../../etc/passwd"><label>escape</label></supplementary-material>
+<supplementary-material xlink:href="Movie_S1.mov"><label>Movie S1</label></supplementary-material>
+</sec></body></article>
+"""
+
+
+def supplement_package(folder: Path) -> Path:
+    """A PMC-style package directory: the article XML, an XLSX (merged header, the sheet-only allele), a CSV with
+    GO ids and a cell that would run as a formula, a real PDF (pdfplumber's test file) and a DOCX it does not name
+    (found beside it). Returns the folder."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "PMC990001.nxml").write_text(SUPPLEMENT_ARTICLE)
+    shutil.copy(SUPPLEMENT_FIXTURES / "generated" / "alleles-merged-header.xlsx", folder / "S1.xlsx")
+    (folder / "S2.csv").write_text("gene,go_id,note\nDl,GO:0007219,=HYPERLINK(\"x\")\nSer,GO:0045747,-2\n")
+    shutil.copy(SUPPLEMENT_FIXTURES / "real" / "pdfplumber-issue-33-lorem-ipsum.pdf", folder / "S4.pdf")
+    shutil.copy(SUPPLEMENT_FIXTURES / "generated" / "methods-and-stocks.docx", folder / "S3.docx")
+    return folder
+
+
+def needs_supplement_readers() -> None:
+    """Skip (with the reason) where the supplements extra is not installed."""
+    import importlib.util
+
+    import pytest
+
+    missing = [m for m in ("python_calamine", "pypdfium2", "docx", "olefile") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the supplements extra is not installed ({', '.join(missing)}): "
+                    "pip install 'flysift[supplements]'")

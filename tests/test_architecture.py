@@ -13,7 +13,8 @@ PACKAGES = ("search", "indexer", "curation", "eval")
 ENGINE_EXCEPTIONS = ("search.engines.cluster.transport",)
 #: what curation/ and eval/ must never import: they talk to a running service like any outside team
 CLIENT_ONLY_FORBIDDEN = ("search.engines", "search.sessions.store", "search.sessions.cluster_store",
-                         "search.ontology.service", "search.retrieval")
+                         "search.ontology.service", "search.ontology.recognise", "search.retrieval", "search.text",
+                         "search.api")
 
 
 def _modules() -> dict[str, Path]:

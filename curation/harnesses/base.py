@@ -7,7 +7,13 @@ sees: the same names, arguments, JSON answers and errors, the same budget refusa
 
 A run's output is the last submission the service validated (read back from the service). Without one, a JSON
 object in the model's final message is submitted for validation (FlyAOC's fallback). With ``parity`` on, hitting the
-turn or cost limit, the time limit, or any error yields no output, as in FlyAOC's runner.
+turn or cost limit, the time limit, or any error yields no output, as in FlyAOC's runner; the other parity rules
+(every full-text call charged, temperature 1.0, FlyAOC's tools, whole papers in one answer) are applied here and in
+the harnesses (docs/curation.md has the table).
+
+Replays must not depend on what changes between sessions: the service signs a paper's page cursor for the session
+that read it, so the tool box shows the model a stable handle (``page-1``, ``page-2``, … in the order issued) and
+maps it back to the real cursor when the model continues a paper.
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from curation.agent import GeneResult, GeneTask, empty_usage
+from curation.agent import ConfigError, GeneResult, GeneTask, empty_usage
 from curation.llm import (
     LLM,
     Backend,
@@ -37,9 +45,12 @@ from curation.llm import (
     read_transcript,
 )
 from search.client import AsyncClient, Client, ClientError
+from search.core.extras import ExtraMissing, require
 
 log = logging.getLogger("flysift.curation.harness")
 
+#: FlyAOC's sampling temperature (its runner's default for every harness), used under ``parity`` when none is set
+PARITY_TEMPERATURE = 1.0
 #: FlyAOC's agent-facing tools (spec §2); under ``parity`` a harness offers only these
 FLYAOC_TOOLS = ("search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",
                 "get_term_children", "submit_annotations")
@@ -48,14 +59,22 @@ TERM_TOOLS = ("search_go_terms", "search_anatomy_terms", "search_stage_terms")
 
 class ToolBox:
     """Some of a session's MCP tools (plus harness tools such as ``analyze_papers_batch``), as OpenAI function tools,
-    executed in process. A call never raises: a failure is the JSON error text the model reads."""
+    executed in process. A call never raises: a failure is the JSON error text the model reads.
 
-    def __init__(self, server: Any, names: Sequence[str], specs: list[dict[str, Any]]):
+    ``whole_papers`` (FlyAOC parity): ``get_paper_text`` answers the whole paper in one result, the tool box
+    following the page cursors itself (continuing a paper is free under every budget policy). Page cursors the model
+    sees are stable handles (see the module docstring); the handle map is shared by :meth:`subset` copies."""
+
+    def __init__(self, server: Any, names: Sequence[str], specs: list[dict[str, Any]], whole_papers: bool = False,
+                 cursors: dict[str, str] | None = None):
         self.server, self.names, self.specs = server, tuple(names), specs
+        self.whole_papers = whole_papers
+        self._cursors: dict[str, str] = {} if cursors is None else cursors
 
     @classmethod
     async def open(cls, api: AsyncClient, session: Any, names: Sequence[str],
-                   extra: dict[str, Callable[..., Awaitable[str]]] | None = None) -> ToolBox:
+                   extra: dict[str, Callable[..., Awaitable[str]]] | None = None,
+                   whole_papers: bool = False) -> ToolBox:
         from search.mcp.server import build_server
 
         server = build_server(api, session)
@@ -65,12 +84,15 @@ class ToolBox:
         missing = [n for n in names if n not in listed]
         if missing:
             raise LLMError(f"the MCP server does not offer {missing}")
-        return cls(server, names, openai_tools(listed[n] for n in names))
+        return cls(server, names, openai_tools(listed[n] for n in names), whole_papers)
 
     def subset(self, names: Sequence[str]) -> ToolBox:
-        return ToolBox(self.server, names, [s for s in self.specs if s["function"]["name"] in names])
+        return ToolBox(self.server, names, [s for s in self.specs if s["function"]["name"] in names],
+                       self.whole_papers, self._cursors)
 
     async def call(self, name: str, arguments: dict[str, Any] | str) -> str:
+        if not name:
+            return _error(f"The tool call names no function; call one of {list(self.names)}.", "invalid_request")
         if name not in self.names:
             return _error(f"Unknown tool {name!r}; use one of {list(self.names)}.", "unknown_tool")
         if isinstance(arguments, str):
@@ -80,11 +102,74 @@ class ToolBox:
                 return _error(f"The arguments are not valid JSON ({exc}); send a JSON object.", "invalid_request")
         if not isinstance(arguments, dict):
             return _error("The arguments must be a JSON object.", "invalid_request")
+        if name == "get_paper_text":
+            return await self._paper(arguments)
+        return await self._raw(name, arguments)
+
+    async def _raw(self, name: str, arguments: dict[str, Any]) -> str:
         try:
             result = await self.server.call_tool(name, arguments)
         except Exception as exc:  # the SDK's ToolError: unknown or invalid arguments
             return _error(str(exc)[:1000], "invalid_request")
         return "".join(getattr(c, "text", "") for c in result.content)
+
+    async def _paper(self, arguments: dict[str, Any]) -> str:
+        """``get_paper_text`` with stable cursor handles, and whole papers when ``whole_papers``."""
+        cursor = arguments.get("cursor")
+        if isinstance(cursor, str) and cursor in self._cursors:
+            arguments = {**arguments, "cursor": self._cursors[cursor]}
+        if self.whole_papers:
+            arguments = {**arguments, "max_chars": WHOLE_PAPER_PAGE_CHARS}
+        text = await self._raw("get_paper_text", arguments)
+        page = _json_object(text)
+        if page is None or "error" in page:
+            return text
+        last = page
+        while self.whole_papers and last.get("next_cursor"):
+            more = _json_object(await self._raw("get_paper_text", {**arguments, "cursor": last["next_cursor"]}))
+            if more is None or "error" in more:
+                break
+            _append_page(page, last, more)
+            page["next_cursor"], last = more.get("next_cursor"), more
+        if self.whole_papers:
+            page.pop("note", None)
+            if not page.get("next_cursor"):
+                page.pop("next_cursor", None)
+        if page.get("next_cursor"):
+            handle = f"page-{len(self._cursors) + 1}"
+            self._cursors[handle] = page["next_cursor"]
+            page["next_cursor"] = handle
+        return json.dumps(page, indent=2, ensure_ascii=False)
+
+
+#: page size the tool box asks for when it assembles a whole paper (the MCP tool's largest)
+WHOLE_PAPER_PAGE_CHARS = 50_000
+
+
+def _append_page(paper: dict[str, Any], last: dict[str, Any], more: dict[str, Any]) -> None:
+    """Add the page ``more`` to the assembled ``paper``; ``last`` is the page before it. A full page ends inside a
+    paragraph (the service cuts one longer than what is left of the page), so the next page's first piece is joined
+    to the last paragraph of its section type instead of starting a new one."""
+    chars = len(last.get("abstract") or "") + sum(len(t) for ps in (last.get("sections") or {}).values() for t in ps)
+    joined = chars < WHOLE_PAPER_PAGE_CHARS   # a page that is not full ended at a paragraph's end
+    if more.get("abstract"):
+        paper["abstract"] = (paper.get("abstract") or "") + more["abstract"]
+        joined = True
+    sections = paper.setdefault("sections", {})
+    for typ, paragraphs in (more.get("sections") or {}).items():
+        paragraphs = list(paragraphs)
+        if not joined and paragraphs and sections.get(typ):
+            sections[typ][-1] += paragraphs.pop(0)
+        joined = True
+        sections.setdefault(typ, []).extend(paragraphs)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _error(message: str, code: str) -> str:
@@ -97,7 +182,7 @@ async def tool_loop(llm: LLM, config: ModelConfig, stream: str, messages: list[d
     call is a turn; past ``max_turns`` the loop stops with :class:`LimitReached`."""
     for _ in range(max_turns):
         message = await llm.chat(config, stream, messages, tools.specs)
-        turn = assistant_turn(message)
+        turn = assistant_turn(message, len(llm.exchanges) - 1)  # the seq of the exchange that answered
         messages.append(turn)
         if not turn.get("tool_calls"):
             return turn
@@ -159,11 +244,35 @@ class Harness:
         return total
 
     # ---- the run --------------------------------------------------------------------------------------------------
-    def model_config(self, prefix: str = "") -> ModelConfig:
+    def model_config(self, prefix: str = "", parity: bool = False) -> ModelConfig:
+        """The model of ``prefix`` (``""`` the agent, ``"reader_"`` the multi agent's readers). Under ``parity`` an
+        unset temperature is FlyAOC's 1.0."""
         options = dict(self.options)
         if "model" not in options and self.options.get("replay"):
             options["model"] = "replay"
-        return ModelConfig.from_options(options, prefix)
+        config = ModelConfig.from_options(options, prefix)
+        if parity and config.temperature is None:
+            config.temperature = PARITY_TEMPERATURE
+        return config
+
+    def model_prefixes(self) -> tuple[str, ...]:
+        """The models a run calls (``""``: the agent's; the multi agent adds its readers')."""
+        return ("",)
+
+    def preflight(self, task: GeneTask) -> None:
+        """Raise :class:`ConfigError` for what every gene would meet: no model, the ``curation`` extra missing, no
+        API key for a hosted model. A replayed run needs none of them."""
+        try:
+            configs = [self.model_config(prefix, task.parity) for prefix in self.model_prefixes()]
+            if self.backend is not None or self.options.get("replay"):
+                return
+            require("openai", "curation", f"the {self.name} agent")
+        except (ValueError, ExtraMissing) as exc:
+            raise ConfigError(str(exc)) from None
+        for config in configs:
+            if not config.base_url and not os.environ.get(config.api_key_env):
+                raise ConfigError(f"no API key for model {config.model!r}: set {config.api_key_env} (or give "
+                                  "--base-url for a local OpenAI-compatible server)")
 
     def _backend(self, task: GeneTask) -> Backend:
         if self.backend is not None:
@@ -179,7 +288,7 @@ class Harness:
         started = time.monotonic()
         result = GeneResult(gene_id=task.gene_id, output=None)
         try:
-            config = self.model_config()
+            config = self.model_config(parity=task.parity)
             backend = self._backend(task)
             session = client.create_session(**task.session_options(),
                                             label=self.options.get("label") or f"flysift-curate {self.name}")
@@ -188,6 +297,9 @@ class Harness:
             result.elapsed_s = round(time.monotonic() - started, 3)
             return result
         result.session_id = session.id
+        if not task.symbol:  # the gene's current symbol from the service's lexicon, for every harness
+            task = replace(task, symbol=session.gene.symbol)
+        result.extra["gene_symbol"] = task.symbol
         deadline = started + task.timeout_s if task.timeout_s else None
         llm = LLM(backend, self.prices, max_cost_usd=task.max_cost_usd, deadline=deadline)
         limit_hit = False
@@ -281,7 +393,9 @@ class RunContext:
 
     async def tools(self, names: Sequence[str] | None = None,
                     extra: dict[str, Callable[..., Awaitable[str]]] | None = None) -> ToolBox:
-        return await ToolBox.open(self.api, self.session, names or self.harness.tool_names(self.task), extra)
+        """The session's tools (default: the harness's); under ``parity`` papers come whole (FlyAOC's tool)."""
+        return await ToolBox.open(self.api, self.session, names or self.harness.tool_names(self.task), extra,
+                                  whole_papers=self.task.parity)
 
     async def loop(self, messages: list[dict[str, Any]], tools: ToolBox) -> dict[str, Any] | None:
         """The single tool loop of the main agent; returns the JSON object of its final message, if any."""

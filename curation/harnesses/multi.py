@@ -39,13 +39,18 @@ class MultiAgent(Harness):
         allowed = set(FLYAOC_TOOLS) | {BATCH_TOOL} if task.parity else set(names)
         return tuple(n for n in names if n in allowed and n != "get_paper_text")
 
+    def model_prefixes(self) -> tuple[str, ...]:
+        return ("", "reader_")
+
     def expected_calls(self, task: GeneTask, paper_tokens: int) -> list[tuple[str, int, int]]:
         """The orchestrator sees batch answers (~1500 tokens a paper); each reader its paper and a few searches."""
         return [("", 8, 4000 + 1500 * task.budget // 2), ("reader_", 3 * task.budget, paper_tokens + 2000)]
 
     async def curate(self, ctx: RunContext) -> dict[str, Any] | None:
-        reader = Readers(ctx, self.model_config("reader_"), int(self.options.get("reader_max_turns", 10)),
-                         int(self.options.get("reader_max_chars", 120_000)))
+        # under parity a reader sees its whole paper, as FlyAOC's readers do
+        max_chars = None if ctx.task.parity else int(self.options.get("reader_max_chars", 120_000))
+        reader = Readers(ctx, self.model_config("reader_", ctx.task.parity),
+                         int(self.options.get("reader_max_turns", 10)), max_chars)
 
         async def analyze_papers_batch(
             pmcids: Annotated[list[str], Field(description="Papers to read, e.g. [\"PMC1440717\", \"PMC2345678\"]")],
@@ -70,7 +75,7 @@ class Readers:
     term_tools: ToolBox
     fetch: ToolBox
 
-    def __init__(self, ctx: RunContext, config: ModelConfig, max_turns: int, max_chars: int):
+    def __init__(self, ctx: RunContext, config: ModelConfig, max_turns: int, max_chars: int | None):
         self.ctx, self.config, self.max_turns, self.max_chars = ctx, config, max_turns, max_chars
         self.batches = 0
 
@@ -109,12 +114,12 @@ class Readers:
         if "error" in page:
             return "", page["error"]
         text = json.dumps({k: v for k, v in page.items() if k not in ("next_cursor", "note")}, ensure_ascii=False)
-        while page.get("next_cursor") and len(text) < self.max_chars:
+        while page.get("next_cursor") and (self.max_chars is None or len(text) < self.max_chars):
             page = json.loads(await self.fetch.call("get_paper_text", {"pmcid": pmcid, "cursor": page["next_cursor"]}))
             if "error" in page:
                 break
             text += "\n" + json.dumps(page.get("sections", {}), ensure_ascii=False)
-        return text[: self.max_chars], None
+        return text[: self.max_chars] if self.max_chars is not None else text, None
 
     async def _analyze(self, pmcid: str, text: str, gene_symbol: str) -> dict[str, Any] | None:
         messages = [{"role": "system", "content": prompts.READER_SYSTEM + ("\n\n" + prompts.HIDDEN

@@ -2,8 +2,13 @@
 
 No agentic choice: the gene's papers are searched once (``search_corpus`` with the gene's names), the top ones are
 read until the budget is spent (papers with the gene in the title first, then by score), the model extracts
-plain-language findings from each paper (one call per paper, concurrently, each its own stream), each finding is
-resolved to the top hit of the term search, and the deduplicated result is submitted. Every model call is a turn.
+plain-language findings from each paper (one call per paper, concurrently, each its own stream; the title, abstract
+and every section, cut at ``extract_chars``), each finding is resolved to the top hit of the term search, and the
+deduplicated result is submitted. Every model call is a turn.
+
+Under ``parity`` it reads as FlyAOC's pipeline does: the symbol (20 hits) and then the gene id (10 hits) searched
+without name expansion, the hits kept in search order, the first ``budget`` read whole; each extraction sees the
+abstract, RESULTS, INTRO and DISCUSS in that order, cut at 8,000 characters.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ class Pipeline(Harness):
     async def curate(self, ctx: RunContext) -> dict[str, Any] | None:
         tools = await ctx.tools(("search_corpus", "get_paper_text", *TERM_TOOLS, "submit_annotations"))
         task = ctx.task
-        hits = json.loads(await tools.call("search_corpus", {"query": task.symbol, "gene": task.symbol,
-                                                             "limit": int(self.options.get("search_limit", 20))}))
-        if not isinstance(hits, list):
-            hits = []
-        ranked = sorted(hits, key=lambda h: (not h.get("gene_in_title"), -h.get("relevance_score", 0)))
+        if task.parity:  # FlyAOC: the symbol, then the gene id, unexpanded; search order kept
+            ranked = await _hits(tools, {"query": task.symbol, "limit": 20})
+            ranked += await _hits(tools, {"query": task.gene_id, "limit": 10})
+        else:
+            hits = await _hits(tools, {"query": task.symbol, "gene": task.symbol,
+                                       "limit": int(self.options.get("search_limit", 20))})
+            ranked = sorted(hits, key=lambda h: (not h.get("gene_in_title"), -h.get("relevance_score", 0)))
         papers: dict[str, dict[str, Any]] = {}
-        for hit in ranked:
+        for hit in _unique(ranked):
             if len(papers) >= task.budget:
                 break
             page = json.loads(await tools.call("get_paper_text", {"pmcid": hit["pmcid"]}))
@@ -54,11 +61,15 @@ class Pipeline(Harness):
         return None
 
     async def _extract(self, ctx: RunContext, pmcid: str, page: dict[str, Any]) -> dict[str, Any]:
-        limit = int(self.options.get("extract_chars", 12_000))
-        text = "\n\n".join([page.get("title") or "", page.get("abstract") or ""]
-                           + [f"{name}:\n" + "\n".join(paras) for name, paras in (page.get("sections") or {}).items()])
+        if ctx.task.parity:
+            text = parity_text(page)
+        else:
+            limit = int(self.options.get("extract_chars", 12_000))
+            text = "\n\n".join([page.get("title") or "", page.get("abstract") or ""]
+                               + [f"{name}:\n" + "\n".join(paras)
+                                  for name, paras in (page.get("sections") or {}).items()])[:limit]
         messages = [{"role": "system", "content": prompts.EXTRACT_SYSTEM},
-                    {"role": "user", "content": prompts.extract_prompt(ctx.task, pmcid, text[:limit])}]
+                    {"role": "user", "content": prompts.extract_prompt(ctx.task, pmcid, text)}]
         message = await ctx.llm.chat(ctx.config, f"agent:extract:{pmcid}", messages)
         return {"pmcid": pmcid, **(parse_json_object(message.get("content")) or {})}
 
@@ -89,6 +100,38 @@ class Pipeline(Harness):
                 "task2_expression": list(expression.values()),
                 "task3_synonyms": {"fullname_synonyms": [s for s in names if _is_full_name(s)],
                                    "symbol_synonyms": [s for s in names if not _is_full_name(s)]}}
+
+
+#: FlyAOC's pipeline: the sections an extraction sees, in this order, and where their text is cut
+PARITY_SECTIONS = ("RESULTS", "INTRO", "DISCUSS")
+PARITY_CHARS = 8000
+PARITY_CUT_MARK = "\n... [truncated]"
+
+
+def parity_text(page: dict[str, Any]) -> str:
+    """What FlyAOC's pipeline gives one extraction call: the abstract, then RESULTS, INTRO and DISCUSS (no title,
+    no methods), each headed by its name, cut at :data:`PARITY_CHARS` with a mark."""
+    parts = [f"ABSTRACT:\n{page['abstract']}"] if page.get("abstract") else []
+    sections = page.get("sections") or {}
+    parts += [f"{name}:\n" + "\n".join(sections[name]) for name in PARITY_SECTIONS if sections.get(name)]
+    text = "\n\n".join(parts)
+    return text[:PARITY_CHARS] + PARITY_CUT_MARK if len(text) > PARITY_CHARS else text
+
+
+async def _hits(tools: Any, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    hits = json.loads(await tools.call("search_corpus", arguments))
+    return [h for h in hits if isinstance(h, dict)] if isinstance(hits, list) else []
+
+
+def _unique(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hits in order, each paper once."""
+    seen: set[str] = set()
+    out = []
+    for h in hits:
+        if isinstance(h.get("pmcid"), str) and h["pmcid"] not in seen:
+            seen.add(h["pmcid"])
+            out.append(h)
+    return out
 
 
 def _items(value: Any) -> list[dict[str, Any]]:

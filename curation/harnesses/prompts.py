@@ -55,7 +55,7 @@ Answer with one JSON object and nothing else:
 
 def task_prompt(task: GeneTask, reading: str) -> str:
     """The user turn that starts a run: the gene, the limits and how to read (``reading`` differs per harness)."""
-    summary = task.extra.get("summary")
+    summary = task.summary.strip()
     hidden = "\n\n" + HIDDEN if task.hidden else ""
     return (f"Annotate gene {task.symbol} ({task.gene_id}).\n"
             + (f"Gene summary: {summary}\n" if summary else "")

@@ -10,7 +10,7 @@ from curation.harnesses import prompts
 from curation.harnesses.base import FLYAOC_TOOLS, TERM_TOOLS, Harness, RunContext
 
 #: flysift's tools beyond FlyAOC's, offered to the single agent unless ``parity`` is on
-EXTRA_TOOLS = ("search_passages", "register_gene_name", "get_budget")
+EXTRA_TOOLS = ("search_passages", "find_terms", "register_gene_name", "get_budget")
 
 
 class SingleAgent(Harness):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from search.core.errors import InputError
-from search.core.models import Paper, Reject
+from search.core.models import Paper, Passage, Reject
 
 #: File names inside Hugging Face dataset folders that are metadata, not records.
 HF_METADATA = frozenset({"dataset_info.json", "state.json", "dataset_dict.json"})
@@ -32,6 +32,8 @@ class SourceItem:
     paper: Paper | None = None
     reject: Reject | None = None
     warnings: list[str] = field(default_factory=list)
+    #: passages of the paper's supplementary files (``indexer.supplements``), after its own
+    supplement_passages: list[Passage] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -25,7 +25,9 @@ from indexer.sources.base import (
 from search.core.errors import InputError
 
 FORMATS = ("flyaoc", "jats", "bioc")
-_DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow", ".nxml", ".xml")
+_DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".arrow", ".nxml", ".xml", ".tar", ".tgz")
+#: JATS article files: a folder holding one has supplementary files beside it, which are not inputs of their own
+_ARTICLE_SUFFIXES = (".nxml", ".xml")
 #: Documentation that sits beside data files (dataset cards, licences, notes): not reported when a folder is walked.
 _DOC_SUFFIXES = (".md", ".txt", ".rst", ".cff")
 _DOC_NAMES = ("readme", "license", "licence", "citation", "notice", "copying")
@@ -70,8 +72,18 @@ def detect_format(path: Path) -> str:
         return "bioc" if is_bioc else "flyaoc"
     if suffix in (".nxml", ".xml"):
         return "bioc" if _xml_root(_head(path)) == "collection" else "jats"
+    if suffix in (".tar", ".tgz"):
+        return "jats"   # a PMC package: the article and its supplementary files
     raise InputError(f"{path}: unknown input format (expected .jsonl, .json, .parquet, .arrow, a Hugging Face "
-                     f"dataset folder, .nxml or .xml)", source=str(path))
+                     f"dataset folder, .nxml, .xml or a PMC .tar.gz package)", source=str(path))
+
+
+def _is_article(path: Path) -> bool:
+    """A JATS article file: ``.nxml``, or ``.xml`` whose root element is ``<article>`` (not a BioC collection)."""
+    name = path.name.lower()
+    if not path.is_file() or not name.endswith(_ARTICLE_SUFFIXES):
+        return False
+    return name.endswith(".nxml") or _xml_root(_head(path)) == "article"
 
 
 def _is_data(path: Path) -> bool:
@@ -81,8 +93,11 @@ def _is_data(path: Path) -> bool:
 
 def _walk(folder: Path) -> Iterator[Path]:
     """Files under a folder, sorted: data files, a Hugging Face dataset folder whole, and files of unknown format
-    (they become rejects, not silence); hidden entries, HF metadata and documentation are skipped."""
-    for entry in sorted(folder.iterdir()):
+    (they become rejects, not silence); hidden entries, HF metadata and documentation are skipped, and so are the
+    other files of a folder that holds JATS articles (their supplementary files: ``indexer.supplements``)."""
+    entries = sorted(folder.iterdir())
+    articles = any(_is_article(e) for e in entries)
+    for entry in entries:
         if entry.name.startswith("."):
             continue
         if entry.is_dir():
@@ -91,7 +106,7 @@ def _walk(folder: Path) -> Iterator[Path]:
             else:
                 yield from _walk(entry)
         elif entry.name in HF_METADATA or (not _is_data(entry) and (
-                entry.suffix.lower() in _DOC_SUFFIXES or entry.name.lower().startswith(_DOC_NAMES))):
+                articles or entry.suffix.lower() in _DOC_SUFFIXES or entry.name.lower().startswith(_DOC_NAMES))):
             continue
         else:
             yield entry

@@ -8,12 +8,18 @@ by ``sec-type``, then by heading, then by the parent's type, else OTHER; nested 
 order. Figure and table captions become FIG/TABLE sections after the body and back matter (acknowledgements,
 appendices, glossary). Files without a PMCID take it from the id map, else are keyed ``PMID:<n>`` (or ``DOI:<doi>``
 when there is no PMID either) with a warning.
+
+Supplementary files: the files an article names (``<supplementary-material>``) and, when its folder holds no other
+article or it comes as a PMC ``.tar.gz`` package, the other files beside it, become the paper's registry and
+supplement passages (``indexer.supplements``; docs/supplements.md).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from lxml import etree
@@ -31,6 +37,9 @@ from indexer.sources.base import (
     paper_item,
     reject_item,
 )
+from indexer.supplements.files import collect, named_files
+from indexer.supplements.limits import DEFAULT
+from indexer.supplements.package import ARTICLE_SUFFIXES, Package, folder_package, tar_package
 from search.core.errors import InputError
 from search.core.models import Paper, Section
 
@@ -262,20 +271,87 @@ def paper_from_article(root, path: Path, mapped: tuple[str | None, str | None] |
     return paper_item(src, 1, paper, warnings)
 
 
-def _parse_file(source: str, record: int, mapped: tuple[str | None, str | None] | None) -> SourceItem:
-    """The one article of a JATS file; malformed XML is a reject quoting the parser's message and line."""
+@dataclass(frozen=True)
+class Payload:
+    """What a JATS unit carries to the worker: the id map's (PMCID, PMID) for the file, and whether its folder is
+    the package of this one article (then every other file in it is the article's)."""
+
+    mapped: tuple[str | None, str | None] | None
+    single: bool = False
+
+
+def _with_supplements(item: SourceItem, root, package: Package | None) -> SourceItem:
+    """The paper with its supplementary files' registry, and their passages beside it."""
+    if item.paper is None:
+        return item
+    named = named_files(root)
+    if not named and (package is None or not package.owns_all or not package.files):
+        return item
+    files, passages = collect(item.paper.pmcid, item.paper.year, named, package)
+    item.paper.supplements = files
+    item.supplement_passages = passages
+    if package is not None:
+        item.warnings += [f"supplements: {p}" for p in package.problems]
+    item.warnings += [f"supplement {f.index} ({f.name[:80]}): {f.status}: {f.reason}" for f in files
+                      if f.status in ("refused", "corrupt", "encrypted", "too_large")]
+    return item
+
+
+def _parse_file(source: str, record: int, payload: Payload | tuple[str | None, str | None] | None) -> SourceItem:
+    """The one article of a JATS file with the supplements of its folder; malformed XML is a reject quoting the
+    parser's message and line."""
+    p = payload if isinstance(payload, Payload) else Payload(payload)
     try:
         root = etree.parse(source, _PARSER).getroot()
     except etree.XMLSyntaxError as exc:
         return reject_item(source, record, f"malformed XML: {exc}")
     except OSError as exc:
         return reject_item(source, record, f"cannot read file: {exc}")
-    return paper_from_article(root, Path(source), mapped)
+    path = Path(source)
+    item = paper_from_article(root, path, p.mapped)
+    return _with_supplements(item, root, folder_package(path, p.single))
+
+
+def _parse_package(source: str, record: int, payload: Payload) -> SourceItem:
+    """The article of a PMC ``.tar.gz`` package (its first ``.nxml``/``.xml`` member) with the package's other files
+    as its supplements."""
+    with tar_package(Path(source), DEFAULT) as (xml, name, package):
+        if xml is None:
+            why = "; ".join(package.problems) or "no article XML (.nxml or .xml member) in the package"
+            return reject_item(source, record, why)
+        try:
+            root = etree.fromstring(xml, _PARSER)
+        except etree.XMLSyntaxError as exc:
+            return reject_item(source, record, f"member {name}: malformed XML: {exc}")
+        item = paper_from_article(root, Path(source), payload.mapped)
+        return _with_supplements(item, root, package)
+
+
+def is_package(path: Path) -> bool:
+    """A PMC package: ``.tar.gz``, ``.tgz`` or ``.tar``."""
+    name = path.name.lower()
+    return name.endswith((".tar.gz", ".tgz", ".tar"))
+
+
+def _articles_beside(path: Path) -> int:
+    try:
+        return sum(1 for e in os.scandir(path.parent) if e.name.lower().endswith(ARTICLE_SUFFIXES)
+                   and not e.name.startswith("."))
+    except OSError:
+        return 1
 
 
 def units(path: Path, id_map: IdMap | None = None) -> Iterator[Unit]:
-    """One unit per file: the file is read and parsed where the unit is parsed."""
-    yield Unit(_parse_file, str(path), 1, id_map.lookup(path.name) if id_map else None, file_size(path))
+    """One unit per file: the file (and its supplements) is read and parsed where the unit is parsed."""
+    mapped = id_map.lookup(path.name) if id_map else None
+    if is_package(path):
+        yield Unit(_parse_package, str(path), 1, Payload(mapped), file_size(path))
+        return
+    single = _articles_beside(path) == 1
+    size = file_size(path)
+    if single:   # the unit's share of the input: the article and its files (the progress estimate)
+        size += sum(f.size or 0 for f in folder_package(path, True).files.values())
+    yield Unit(_parse_file, str(path), 1, Payload(mapped, single), size)
 
 
 def count(path: Path) -> int:

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from search import __version__
-from search.api import builds, docs, openapi, papers, sessions, terms
+from search.api import builds, docs, openapi, papers, sessions, supplements, terms
 from search.api.deps import principal
 from search.api.fast import FastPath
 from search.api.guard import InputGuard, error_response
@@ -122,7 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.state.terms = TermService(settings.data_dir, engine=app.state.search.engine())  # the configured engine
     app.state.sessions = SessionService(open_store(settings), settings, terms=app.state.terms)
-    routers = [papers.router, builds.router, sessions.router, terms.router]
+    routers = [papers.router, supplements.router, builds.router, sessions.router, terms.router]
     _shadowed_methods(app, routers)
     for router in routers:
         app.include_router(router)

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from search.core.models import Paper, Section
-from search.core.names import COLLECTION_PATTERN
+from search.core.names import COLLECTION_PATTERN, ONTOLOGY_PATTERN
 from search.core.query import Filters
 from search.flyaoc.validation import ValidationReport
 from search.sessions.models import MAX_GENE_REF_CHARS, MAX_NAME_CHARS, Session, Submission, TraceEvent
@@ -51,6 +51,9 @@ class PaperIn(Paper):
     model_config = ConfigDict(extra="forbid")
 
     sections: list[SectionIn] = Field(default_factory=list)  # type: ignore[assignment]  # stricter on purpose
+    #: supplementary files come from indexing article packages (``flysift index corpus``), never from a request
+    supplements: list[Any] = Field(default_factory=list, max_length=0,
+                                   description="Not accepted here: index JATS packages to add supplementary files")
 
 
 class BuildPapers(BaseModel):
@@ -93,6 +96,57 @@ class SubmissionResponse(ValidationReport):
 class SubmissionList(BaseModel):
     session_id: str
     submissions: list[Submission]
+
+
+# ---- term recognition ---------------------------------------------------------------------------------------------
+
+#: bounds of one recognition request: texts, characters per text and in all (the body limit is larger)
+MAX_RECOGNISE_TEXTS = 2000
+MAX_RECOGNISE_TEXT_CHARS = 200_000
+MAX_RECOGNISE_CHARS = 2_000_000
+MAX_RECOGNISE_ONTOLOGIES = 8
+
+
+class RecogniseRequest(BaseModel):
+    """Texts of one document (its paragraphs: abbreviations one of them defines count in all) and which terms to
+    recognise in them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    texts: list[Annotated[str, StringConstraints(max_length=MAX_RECOGNISE_TEXT_CHARS)]] = Field(
+        max_length=MAX_RECOGNISE_TEXTS, description=f"The document's texts (at most {MAX_RECOGNISE_TEXTS}, "
+                                                    f"{MAX_RECOGNISE_CHARS:,} characters in all)")
+    ontologies: list[Annotated[str, StringConstraints(pattern=f"^(?:{ONTOLOGY_PATTERN})$")]] | None = Field(
+        None, max_length=MAX_RECOGNISE_ONTOLOGIES, description="Ontologies to recognise, in the order that decides "
+        "between same-named terms (default: every indexed one)")
+    task: Literal["go", "expression"] | None = Field(
+        None, description="Instead of ontologies, the order a curation task needs: go (GO, FBbt, FBdv) or "
+                          "expression (FBbt, FBdv, GO): a label a GO and an FBbt term share is the GO term for the GO "
+                          "task and the FBbt term for expression; mentions of every indexed ontology are reported")
+    molecular_function: Literal["activity", "all"] = Field(
+        "activity", description="activity: a GO molecular function only where its sentence states an activity "
+                                "(\"has kinase activity\", \"binds DNA\", \"DNA binding\"); all: every match")
+
+
+class RecognisedMention(BaseModel):
+    term_id: str
+    ontology: str
+    name: str
+    aspect: str | None = None
+    depth: int = 0
+    start: int = Field(description="Offset of the mention in its text")
+    end: int
+    text: str = Field(description="The text matched")
+    via: Literal["name", "synonym", "abbreviation"] = Field(
+        description="What matched: the term's name, one of its synonyms, or an abbreviation the document defines")
+    inflected: bool = Field(False, description="A word matched through its word form (nuclear → nucleus)")
+    sentence_start: int = Field(description="Where the mention's sentence starts in its text")
+    sentence_end: int
+
+
+class RecogniseResponse(BaseModel):
+    ontologies: list[str] = Field(description="The ontologies recognised, in their order")
+    mentions: list[list[RecognisedMention]] = Field(description="Per text, its mentions in text order")
 
 
 # ---- errors -----------------------------------------------------------------------------------------------------

@@ -64,6 +64,10 @@ CONFLICTS: dict[str, str] = {
     "POST /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index)",
     "GET /v1/terms/search": "dense_unavailable (mode dense or hybrid without a dense term index)",
     "GET /v1/papers/{pmcid}": "budget_exhausted or session_closed (within a session)",
+    "GET /v1/papers/{pmcid}/supplements": "supplements_off (a flyaoc-budget session: FlyAOC parity has none)",
+    "GET /v1/papers/{pmcid}/supplements/{file}": "supplement_unavailable (the file has nothing to read: missing, "
+                                                "unsupported, refused…), budget_exhausted, session_closed or "
+                                                "supplements_off (within a session)",
     "POST /v1/collections/{collection}/builds": "busy (the collection already has an open build)",
     "POST /v1/collections/{collection}/builds/{build_id}/publish": "build_refused (empty, or much smaller than the "
                                                                   "live build without allow_shrink; it stays open)",

@@ -15,6 +15,7 @@ from search.core.errors import DEFAULT_COLLECTION, index_missing
 from search.core.models import IndexStats, PaperSearchResults, PaperText, PassageSearchResults
 from search.retrieval.service import SearchService
 from search.sessions.models import ReadCharge
+from search.sessions.policy import search_filters
 from search.sessions.service import SessionService
 
 router = APIRouter(prefix="/v1")
@@ -59,7 +60,8 @@ def stats(search: Search, collection: str = "default") -> IndexStats:
 async def search_papers(body: SearchRequest, request: Request, session: CurrentSession) -> Response:
     search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_papers(
-        body.query, limit=body.limit, offset=body.offset, filters=body.filters, snippets=bool(body.snippets),
+        body.query, limit=body.limit, offset=body.offset, filters=search_filters(session, body.filters),
+        snippets=bool(body.snippets),
         collection=body.collection, expansions=sessions.expansions(body.gene, session), mode=body.mode,
         explain_plan=body.explain, foldable=sessions.fold_set()), inline=_inline(request, body))
 
@@ -69,7 +71,7 @@ async def search_papers(body: SearchRequest, request: Request, session: CurrentS
 async def search_passages(body: SearchRequest, request: Request, session: CurrentSession) -> Response:
     search, sessions = _svc(request), _sessions(request)
     return await answer(lambda: search.search_passages(
-        body.query, limit=body.limit, offset=body.offset, filters=body.filters,
+        body.query, limit=body.limit, offset=body.offset, filters=search_filters(session, body.filters),
         snippets=body.snippets is not False, collection=body.collection,
         expansions=sessions.expansions(body.gene, session), mode=body.mode, explain_plan=body.explain,
         foldable=sessions.fold_set()), inline=_inline(request, body))

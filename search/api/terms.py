@@ -19,10 +19,12 @@ from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import current_session
 from search.api.fast import lean
+from search.api.models import MAX_RECOGNISE_CHARS, RecognisedMention, RecogniseRequest, RecogniseResponse
 from search.api.respond import answer, json_response
-from search.core.errors import InvalidRequest
+from search.core.errors import InvalidRequest, LimitExceeded, NotFound
 from search.ontology.hidden import HiddenQuery, hidden_query
 from search.ontology.model import Ontology
+from search.ontology.recognise import TASK_ONTOLOGIES, TermRecogniser
 from search.ontology.service import (
     TermLabelPage,
     TermLabels,
@@ -286,3 +288,74 @@ async def term_labels(request: Request, ontology: str,
     if if_none_match is not None and etag in {t.strip() for t in if_none_match.split(",")}:
         return Response(status_code=304, headers={"ETag": etag})
     return json_response(body, headers={"ETag": etag})
+
+
+# ---- term recognition -----------------------------------------------------------------------------------------------
+#
+# ``POST /v1/terms/recognise``: the dictionary recogniser of ``search.ontology.recognise`` over every indexed
+# ontology, built once per set of loaded ontology objects (a re-index makes a new one) and shared by all requests.
+
+class _Recognisers:
+    def __init__(self) -> None:
+        self.key: tuple[Ontology, ...] = ()
+        self.recogniser: TermRecogniser | None = None
+        self.lock = threading.Lock()
+
+    def get(self, onts: list[Ontology]) -> TermRecogniser:
+        key = tuple(onts)
+        current = self.recogniser
+        if current is not None and len(key) == len(self.key) and all(a is b for a, b in zip(key, self.key,
+                                                                                               strict=True)):
+            return current
+        with self.lock:
+            if self.recogniser is None or len(key) != len(self.key) or \
+                    not all(a is b for a, b in zip(key, self.key, strict=True)):
+                r = TermRecogniser()
+                for ont in onts:
+                    r.extend(ont.name, (t for t in ont.terms() if not t.obsolete))
+                self.recogniser, self.key = r.learn_morphology(), key
+            return self.recogniser
+
+
+_RECOGNISERS = _Recognisers()
+
+
+def recognise(svc: TermService, body: RecogniseRequest, h: HiddenQuery) -> RecogniseResponse:
+    """The work of the route: bounds, the ontologies asked for (a task names its own), the hidden ids, the matches."""
+    total = sum(len(t) for t in body.texts)
+    if total > MAX_RECOGNISE_CHARS:
+        raise LimitExceeded(f"texts hold {total:,} characters; at most {MAX_RECOGNISE_CHARS:,} per request: send "
+                            "a document's paragraphs in several requests", details={"field": "texts",
+                                                                                    "max": MAX_RECOGNISE_CHARS})
+    if body.task is not None and body.ontologies is not None:
+        raise InvalidRequest("give ontologies or task, not both", details={"field": "task"})
+    indexed = svc.names()
+    if body.task is not None:
+        wanted = [o for o in TASK_ONTOLOGIES[body.task] if o in indexed]
+        if not wanted:
+            raise NotFound(f"task {body.task} needs the ontologies {', '.join(TASK_ONTOLOGIES[body.task])}; none "
+                           "is indexed", details={"valid": indexed})
+    else:
+        wanted = list(dict.fromkeys(body.ontologies if body.ontologies is not None else indexed))
+    for name in wanted:
+        svc.ontology(name)   # an unknown name is a 404 listing the indexed ones
+    recogniser = _RECOGNISERS.get([svc.ontology(n) for n in indexed])
+    hidden: set[str] = set()
+    for name in wanted:
+        hidden |= svc.hidden(name, h.hidden, h.descendants).ids
+    found = recogniser.recognise(body.texts, wanted, hidden, activity_rule=body.molecular_function == "activity")
+    return RecogniseResponse(ontologies=wanted, mentions=[[RecognisedMention.model_validate({
+        "term_id": m.term.id, "ontology": m.term.ontology, "name": m.term.name, "aspect": m.term.aspect,
+        "depth": m.term.depth, "start": m.start, "end": m.end, "text": m.text, "via": m.via, "inflected": m.inflected,
+        "sentence_start": m.sentence_start, "sentence_end": m.sentence_end}) for m in ms] for ms in found])
+
+
+@router.post("/terms/recognise", response_model=RecogniseResponse)
+async def recognise_terms(request: Request, body: RecogniseRequest,
+                          h: HiddenQuery = Depends(hidden_spec)) -> Response:
+    """Ontology terms in the texts of one document, by dictionary: leftmost-longest matches of names and synonyms
+    within sentences, word forms, the document's own abbreviations, ontology acronyms only where the document names
+    the term; per text, each mention's term, span, matched text, what matched and its sentence. ``task`` (or the
+    order of ``ontologies``) decides between same-named terms of two ontologies; hidden terms are never reported.
+    The rules: docs/ontologies.md."""
+    return await answer(lambda: recognise(_svc(request), body, h))

@@ -132,26 +132,32 @@ def default_workers() -> int:
 @click.option("--year-from", type=int)
 @click.option("--year-to", type=int)
 @click.option("--section", "sections", multiple=True, help="Only papers with this section type (repeatable)")
+@click.option("--source", type=click.Choice(["paper", "supplement"]),
+              help="Match the articles' text only, or their supplementary files only [default: both]")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the REST response body (POST /v1/papers/search with snippets)")
 def search(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
-           year_to: int | None, sections: tuple[str, ...], as_json: bool) -> None:
-    """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl)."""
+           year_to: int | None, sections: tuple[str, ...], source: str | None, as_json: bool) -> None:
+    """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl); a match in a supplementary file says where
+    (file, sheet, rows)."""
+    from search.cli.supplements import where
     from search.core.query import Filters
     from search.retrieval.service import SearchService
 
     svc = SearchService(settings_for(data_dir))
-    filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None)
+    filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None,
+                      source=source)  # type: ignore[arg-type]
     res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=True, collection=collection)
     if as_json:
         echo_json(res)
         return
     click.echo(f"{res.total} papers match; showing {len(res.hits)} ({res.took_ms:.1f} ms)")
     rows = [{"rank": offset + i + 1, "pmcid": h.pmcid, "score": f"{h.score:.2f}", "year": h.year or "",
-             "title": h.title, "snippet": h.snippets[0].text if h.snippets else h.abstract[:120]}
-            for i, h in enumerate(res.hits)]
-    print_table(rows, [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
-                       ("title", "title", 50), ("best snippet", "snippet", 70)])
+             "title": h.title, "snippet": h.snippets[-1].text if h.snippets else h.abstract[:120],
+             "where": where(h.supplement)} for i, h in enumerate(res.hits)]
+    cols = [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
+            ("title", "title", 50), ("best snippet", "snippet", 70), ("in supplement", "where", 40)]
+    print_table(rows, [c for c in cols if c[1] != "where" or any(r["where"] for r in rows)])
 
 
 @main.command()

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from search.core.base import Model
+from search.core.supplements import Source, SupplementChunk, SupplementFile, SupplementPlace
 
 #: Section types, as in PMC's BioC output (the names FlyAOC's tools use). ``OTHER`` holds what maps to none.
 SECTION_TYPES: tuple[str, ...] = (
@@ -42,6 +43,9 @@ class Paper(Model):
     title: str = ""
     abstract: str = ""
     sections: list[Section] = Field(default_factory=list)
+    #: the registry of its supplementary files (``search.core.supplements``), filled by the JATS reader; their
+    #: text is in the paper's supplement passages, never in its sections
+    supplements: list[SupplementFile] = Field(default_factory=list)
 
     def section_types(self) -> list[str]:
         """Distinct section types in document order."""
@@ -74,6 +78,10 @@ class Passage(Model):
     end: int
     text: str
     year: int | None = None
+    #: passages of supplementary files (``search.core.supplements``): section ``SUPPL``, section index -1,
+    #: paragraph index the chunk's, offsets into the chunk's own text; ``supplement`` says file, sheet and rows
+    source: Source = "paper"
+    supplement: SupplementChunk | None = None
 
 
 class Snippet(Model):
@@ -95,6 +103,8 @@ class PaperHit(Model):
     snippets: list[Snippet] = Field(default_factory=list)
     matched: list[str] = Field(default_factory=list,
                                description="Names of the query clauses (e.g. gene names) this hit matched")
+    supplement: SupplementPlace | None = Field(None, description="Where in a supplementary file the best passage "
+                                                                 "is, when it is a supplement's (with snippets)")
 
 
 class PassageHit(Model):
@@ -110,6 +120,8 @@ class PassageHit(Model):
     year: int | None = None
     snippet: Snippet | None = None
     matched: list[str] = Field(default_factory=list)
+    source: Source = Field("paper", description="paper: the article's text; supplement: a supplementary file")
+    supplement: SupplementPlace | None = Field(None, description="A supplement passage's file, sheet, rows or pages")
 
 
 class SearchResults(Model):

@@ -114,6 +114,9 @@ class Filters(Model):
     section_types: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
         None, max_length=MAX_FILTER_SECTIONS, description="Papers having / passages in one of these section types")
     pmcids: list[Annotated[str, StringConstraints(max_length=256)]] | None = Field(None, max_length=MAX_FILTER_PMCIDS)
+    source: Literal["paper", "supplement"] | None = Field(
+        None, description="paper: the articles' text only; supplement: their supplementary files only (papers "
+                          "matched in a supplement); none: both")
 
     @model_validator(mode="after")
     def _ordered_years(self) -> Filters:

@@ -23,6 +23,7 @@ from search.core.models import (
     TermHit,
 )
 from search.core.query import EngineQuery
+from search.core.supplements import SupplementChunk
 
 
 class Build(Protocol):
@@ -94,6 +95,11 @@ class Engine(TermEngine, Protocol):
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
                         snippets: bool = True) -> PassageSearchResults: ...
     def get_paper(self, pmcid: str) -> Paper | None: ...
+
+    def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
+                          limit: int) -> list[SupplementChunk]:
+        """The chunks of one part of a paper's supplementary file (``search.core.supplements``) whose last
+        row/paragraph/page is ``start`` or later, in order, at most ``limit``; none for a build without them."""
 
     def scan_passages(self) -> Iterator[tuple[Passage, str]]:
         """Every passage of the published build with its paper's title, in the same order on every call for one

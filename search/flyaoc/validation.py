@@ -238,7 +238,8 @@ class _Validator:
         if not isinstance(ev, Mapping):
             self.error(path, f"Expected an object, got {_kind(ev)}")
             return
-        if "pmcid" in ev and self.string(f"{path}.pmcid", ev["pmcid"], PMCID) \
+        # "pmcid": null is FlyAOC's memorization evidence (prior knowledge, no paper): valid, as in its validator
+        if ev.get("pmcid") is not None and self.string(f"{path}.pmcid", ev["pmcid"], PMCID) \
                 and self.read is not None and ev["pmcid"] not in self.read:
             self.warn(f"{path}.pmcid", f"{ev['pmcid']} was not read in this session", "evidence_not_read")
         if "text" in ev:

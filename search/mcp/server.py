@@ -25,6 +25,7 @@ from pydantic import Field
 
 from search.client import AsyncClient, ClientError, awaited
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
+from search.core.supplements import SupplementPlace
 from search.ontology.hidden import hidden_query
 from search.sessions.models import Session
 
@@ -38,6 +39,8 @@ MIN_PAPER_CHARS = 1_000
 MAX_SEARCH_LIMIT = 50
 MAX_PASSAGE_LIMIT = 30
 MAX_TERM_LIMIT = 50
+MAX_FIND_TERMS_CHARS = 20_000
+MAX_SUPPLEMENT_ROWS = 200
 ABSTRACT_CHARS = 500
 SECTION_NAMES = (ABSTRACT, *SECTION_TYPES)
 
@@ -141,7 +144,8 @@ class SessionTools:
             res = await awaited(self.api.search_passages(query, limit=limit, filters=filters or None, snippets=False,
                                                          gene=gene))
             return fit([{"passage_id": h.passage_id, "pmcid": h.pmcid, "section_type": h.section_type,
-                         "text": h.text, "start": h.start, "end": h.end, "score": round(h.score, 2)}
+                         "text": h.text, "start": h.start, "end": h.end, "score": round(h.score, 2),
+                         **({"supplement": where(h.supplement)} if h.supplement else {})}
                         for h in res.hits])
 
         return await self._call(work)
@@ -239,6 +243,27 @@ class SessionTools:
 
         return await self._call(work)
 
+    async def find_terms(
+        self,
+        text: Annotated[str, Field(description=f"A passage or quote, at most {MAX_FIND_TERMS_CHARS} characters")],
+        task: Annotated[Literal["go", "expression"], Field(description="go: GO terms; expression: anatomy (FBbt) "
+                                                                       "and stage (FBdv) terms")] = "go",
+    ) -> str:
+        """Ontology terms named in a text (dictionary recognition: names, synonyms, word forms, abbreviations the
+        text defines): [{term_id, name, aspect, text, start, end, via}] in text order, to turn a quote into ids.
+        A molecular function is reported only where the text states an activity. Free; hidden terms are left out."""
+        if len(text) > MAX_FIND_TERMS_CHARS:
+            return error(f"text is {len(text)} characters; at most {MAX_FIND_TERMS_CHARS}: send one passage.",
+                         "invalid_request")
+
+        async def work() -> str:
+            res = await awaited(self.api.recognise_terms([text], task=task))   # the session hides its terms
+            keep = {"go": ("go",), "expression": ("fbbt", "fbdv")}[task]
+            return fit([{"term_id": m.term_id, "name": m.name, "aspect": m.aspect, "text": m.text, "start": m.start,
+                         "end": m.end, "via": m.via} for m in res.mentions[0] if m.ontology in keep])
+
+        return await self._call(work)
+
     async def register_gene_name(
         self,
         names: Annotated[list[str] | str, Field(description="Names of the session's gene found in papers "
@@ -285,8 +310,56 @@ class SessionTools:
 
         return await self._call(work)
 
+    async def list_supplements(
+        self, pmcid: Annotated[str, Field(description="The paper, e.g. PMC1440717")],
+    ) -> str:
+        """List a paper's supplementary files: [{file (number), name, label, caption, status, reason, parts:
+        [{part, name, unit, first, last, header}]}]. Status ok/partial files can be read with read_supplement.
+        Listing is free."""
+        async def work() -> str:
+            res = await awaited(self.api.list_supplements(pmcid.strip()))
+            return fit([{"file": f.index, "name": f.name, "label": f.label, "caption": f.caption,
+                         "status": f.status, "reason": f.reason,
+                         "parts": [{"part": p.index, "name": p.name, "unit": p.unit, "first": p.first,
+                                    "last": p.last, "header": p.header} for p in f.parts]} for f in res.files])
+
+        return await self._call(work)
+
+    async def read_supplement(
+        self,
+        pmcid: Annotated[str, Field(description="The paper, e.g. PMC1440717")],
+        file: Annotated[int | str, Field(description="File number from list_supplements, or its name")],
+        part: Annotated[int | str | None, Field(description="Sheet or part number (0 first) or name; default the "
+                                                            "first")] = None,
+        start: Annotated[int | None, Field(description="First row, paragraph or page number to return; "
+                                                       "next_start of the previous page continues")] = None,
+        limit: Annotated[int, Field(description=f"Rows per page, 1-{MAX_SUPPLEMENT_ROWS}")] = 50,
+    ) -> str:
+        """Read a sheet, table, text or PDF pages of a supplementary file: {file, part, header, rows: [{n,
+        cells}], next_start}. A table comes with its header, so tables can be joined by column. Reading a
+        supplement reads its paper: it spends the paper's budget like get_paper_text (free if already read)."""
+        if msg := _bounded("limit", limit, 1, MAX_SUPPLEMENT_ROWS):
+            return error(msg, "invalid_request")
+
+        async def work() -> str:
+            page = await awaited(self.api.read_supplement(pmcid.strip(), file, part=part, start=start,
+                                                          limit=limit, max_chars=MAX_RESULT_CHARS // 2))
+            out: dict[str, Any] = {"pmcid": page.pmcid, "file": page.file.index, "name": page.file.name,
+                                   "part": page.part.index, "sheet": page.part.name, "unit": page.part.unit,
+                                   "header": page.part.header, "rows": [r.model_dump() for r in page.rows],
+                                   "next_start": page.next_start}
+            if page.truncated_cells:
+                out["truncated_cells"] = page.truncated_cells
+            return dumps(out)
+
+        return await self._call(work)
+
+    #: the tools of a session that is not FlyAOC parity (``flyaoc`` budget): FlyAOC's reference has no supplements
+    SUPPLEMENT_TOOLS = ("list_supplements", "read_supplement")
+
     TOOLS = ("search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",
-             "get_term_children", "submit_annotations", "search_passages", "register_gene_name", "get_budget")
+             "get_term_children", "submit_annotations", "search_passages", "find_terms", "register_gene_name",
+             "get_budget")
 
 
 def instructions(session: Session) -> str:
@@ -305,6 +378,16 @@ def build_server(api: AsyncClient, session: Session):
 
     tools = SessionTools(api, session)
     server = MCPServer("flysift", instructions=instructions(session), version=__version__, log_level="WARNING")
-    for name in SessionTools.TOOLS:
+    names = SessionTools.TOOLS + (SessionTools.SUPPLEMENT_TOOLS if session.budget_policy != "flyaoc" else ())
+    for name in names:
         server.add_tool(getattr(tools, name), name=name, structured_output=False)
     return server
+
+
+def where(place: SupplementPlace) -> dict[str, Any]:
+    """A supplement passage's place as agents read it: file, sheet and rows (or pages, paragraphs)."""
+    out: dict[str, Any] = {"file": place.file_index, "name": place.file, "sheet": place.sheet}
+    for key in ("rows", "pages", "paragraphs"):
+        if (value := getattr(place, key)) is not None:
+            out[key] = list(value)
+    return out

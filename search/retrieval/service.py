@@ -26,7 +26,9 @@ from search.core.models import (
 )
 from search.core.names import PATTERNS, check_collection
 from search.core.query import EngineQuery, Filters
+from search.core.supplements import SupplementList, SupplementRead
 from search.engines import Engine, open_engine
+from search.retrieval import supplements
 from search.retrieval.cursors import CursorSigner, load_secret
 from search.retrieval.dense import DenseIndex, DenseUnavailable
 from search.retrieval.fusion import rrf
@@ -167,6 +169,21 @@ class SearchService:
         if explain_plan:
             res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("passages"), foldable)
         return res
+
+    # ---- supplementary files ------------------------------------------------------------------------------------
+    def supplements(self, pmcid: str, collection: str = "default") -> SupplementList:
+        """The registry of a paper's supplementary files (``search.retrieval.supplements``)."""
+        paper = self.get_paper(pmcid, collection)
+        return SupplementList(pmcid=paper.pmcid, files=paper.supplements)
+
+    def read_supplement(self, pmcid: str, file: str, *, part: str | None = None, start: int | None = None,
+                        limit: int | None = None, max_chars: int | None = None,
+                        collection: str = "default") -> SupplementRead:
+        """A page of one part (sheet, table, text, pages) of a paper's supplementary file."""
+        paper = self.get_paper(pmcid, collection)
+        entry = supplements.find_file(paper, file)
+        return supplements.read_part(self.engine(collection), paper, entry, supplements.find_part(entry, part),
+                                     start=start, limit=limit, max_chars=max_chars)
 
     # ---- reading ----------------------------------------------------------------------------------------------
     def get_paper(self, pmcid: str, collection: str = "default") -> Paper:

@@ -39,6 +39,19 @@ class BudgetExhausted(FlysiftError):
                          details={"used": used, "max_papers": max_papers})
 
 
+class SupplementsOff(FlysiftError):
+    """Supplementary files are outside FlyAOC parity: a ``flyaoc`` budget session neither lists nor reads them (and
+    its searches see the articles only)."""
+
+    status = 409
+    code = "supplements_off"
+
+    def __init__(self, session_id: str):
+        super().__init__(f"Session {session_id} follows FlyAOC's rules (budget_policy flyaoc), which have no "
+                         "supplementary files; create a session with budget_policy distinct to read them.",
+                         details={"budget_policy": "flyaoc"})
+
+
 class SessionClosed(FlysiftError):
     status = 409
     code = "session_closed"

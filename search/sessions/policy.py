@@ -13,6 +13,10 @@ its atomic step; ``search.sessions.service`` runs the rest):
   ``RESERVATION_TTL_S``.
 * **Synonym policy** (what ``gene=`` expands a search with): ``none``; ``snapshot`` (current symbol and full
   name); ``registered`` (plus names the agent registered in this session); ``full`` (the whole lexicon entry).
+* **Supplementary files.** Reading one (a page of a sheet, table, text or PDF) is reading its paper: it spends that
+  paper's unit under ``distinct`` (free once the paper was read, and it makes the paper read), one unit per call
+  under ``flyaoc``… except that FlyAOC parity has no supplements: a ``flyaoc`` session cannot list or read them
+  (``SupplementsOff``) and its searches see the articles' text only (``search_filters``). Listing is free.
 * **Coverage**: against curator-cited pmcids, what the session read, what search surfaced but the agent did not
   read, and what it never saw.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from search.core.errors import InvalidRequest
 from search.core.models import Gene
+from search.core.query import Filters
 from search.flyaoc import groundtruth
 from search.ontology.model import Ontology
 from search.sessions.models import (
@@ -36,14 +41,16 @@ from search.sessions.models import (
     Session,
     SessionClosed,
     SessionCreate,
+    SupplementsOff,
     SynonymPolicy,
     TraceEvent,
     new_session_id,
 )
 from search.text.lexicon import Lexicon
 
-#: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read)
-READ_TOOLS = frozenset({"get_paper"})
+#: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read); reading a
+#: paper's supplementary file is reading the paper
+READ_TOOLS = frozenset({"get_paper", "read_supplement"})
 
 
 def new_session(body: SessionCreate, team: str, gene: Gene) -> Session:
@@ -84,6 +91,19 @@ def search_expansions(lexicon: Lexicon, gene_ref: str, session: Session | None) 
         return expansion_names("snapshot", gene)
     registered = session.registered_names if gene.id == session.gene.id else ()
     return expansion_names(session.synonym_policy, gene, registered)
+
+
+def supplements_allowed(session: Session | None) -> None:
+    """Raise ``SupplementsOff`` for a FlyAOC-parity (``flyaoc`` budget) session."""
+    if session is not None and session.budget_policy == "flyaoc":
+        raise SupplementsOff(session.id)
+
+
+def search_filters(session: Session | None, filters: Filters | None) -> Filters | None:
+    """A search's filters under the session's rules: a ``flyaoc`` session searches the articles only."""
+    if session is None or session.budget_policy != "flyaoc":
+        return filters
+    return (filters or Filters()).model_copy(update={"source": "paper"})
 
 
 def hidden_ids_for(session: Session | None, ontology: Ontology | None = None) -> frozenset[str]:

@@ -255,8 +255,7 @@ def test_pipeline_and_memorization(service, gene, tmp_path):
 @needs_extra("curation")
 def test_turn_limit_and_flyaoc_parity_rule(service, gene):
     def task(parity: bool) -> GeneTask:
-        return GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2, max_turns=6, parity=parity,
-                        extra={"summary": "LOOP"})
+        return GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2, max_turns=6, parity=parity, summary="LOOP")
 
     with FakeOpenAI(scripted) as fake:
         kept = record(service, fake, "single", task(False))
@@ -270,14 +269,16 @@ def test_turn_limit_and_flyaoc_parity_rule(service, gene):
 
 @needs_extra("curation")
 def test_cost_and_time_limits_per_gene(service, gene):
-    """A gene's cost cap refuses the next model call once reached; its time limit ends a run stuck on a slow model."""
+    """A gene's cost cap refuses a model call that would take the run past it (expected cost: the mean so far); its
+    time limit ends a run stuck on a slow model."""
     def slow(body: dict[str, Any], n: int):
         return Reply(scripted(body, n), delay_s=3.0) if n >= 1 else scripted(body, n)
 
     with FakeOpenAI(scripted) as fake:
         capped = record(service, fake, "single", GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2,
-                                                          max_cost_usd=1e-4))
-    assert capped.error.startswith("cost_limit") and capped.usage["turns"] == 2  # 2 x $0.000065 >= $0.0001
+                                                          max_cost_usd=1.5e-4))
+    assert capped.error.startswith("cost_limit") and capped.usage["turns"] == 2  # a third would pass $0.00015
+    assert capped.usage["cost_usd"] <= 1.5e-4
     with FakeOpenAI(slow) as fake:
         late = record(service, fake, "single", GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2,
                                                         timeout_s=1.0), max_retries=0)

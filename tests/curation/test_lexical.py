@@ -7,7 +7,7 @@ import pytest
 from curation_service import build_data, serve
 
 from curation.agent import GeneTask, make_agent
-from curation.lexical import TermDictionary, dictionary_for, find_synonyms, paper_units, tokens
+from curation.lexical import find_synonyms, paper_units
 from search.client import Client
 
 
@@ -27,78 +27,34 @@ def run(url: str, **kw) -> tuple:
     return res, session
 
 
-def test_dictionary_comes_from_the_term_service(service):
+def test_the_service_recognises_terms_for_the_curator(service):
+    """The recogniser behind POST /v1/terms/recognise over the service's GO, FBbt and FBdv: per text, each mention
+    with its term, span, matched text, how it matched and its sentence; per task."""
+    text = "Nuclei and the cell nucleus of the CNS in the L3 stage. The eye grows."
+    later = "The central nervous system is large."   # the document names the CNS in full: its acronym counts
     with Client(service.url) as c:
-        d = dictionary_for(c)
-        assert dictionary_for(c) is d  # built once per service and term index
-    assert {"GO:0005634", "FBbt:00005095", "FBdv:00005336"} <= set(d.terms)
-    assert "GO:0000005" not in d.terms  # obsolete
-    found = [(m.text, m.term.id, m.via) for m in d.find("Nuclei and the cell nucleus of the CNS in the L3 stage")]
-    assert found == [("Nuclei", "GO:0005634", "name"), ("cell nucleus", "GO:0005634", "synonym"),
-                     ("CNS", "FBbt:00005095", "synonym"), ("L3 stage", "FBdv:00005336", "synonym")]
-    # longest match: "compound eye development" (GO) wins over "compound eye" (FBbt eye)
-    assert [m.term.id for m in d.find("compound eye development")] == ["GO:0048749"]
-    # BROAD synonyms name another concept; case-sensitive short labels do not match ordinary words
-    assert d.find("a transcription factor binds") == [] and d.find("cns") == []
+        res = c.recognise_terms([text, later])
+        go = c.recognise_terms([text, later], task="go")
+        expression = c.recognise_terms([text, later], task="expression")
+        alone = c.recognise_terms([text], task="expression")
+    assert res.ontologies == ["fbbt", "fbdv", "go"]
+    assert [(m.text, m.term_id, m.via) for m in res.mentions[0]] == [
+        ("Nuclei", "GO:0005634", "name"), ("cell nucleus", "GO:0005634", "synonym"),
+        ("CNS", "FBbt:00005095", "synonym"), ("L3 stage", "FBdv:00005336", "synonym"), ("eye", "FBbt:00004508", "name")]
+    first = res.mentions[0][0]
+    assert (first.start, first.end, first.sentence_start, first.sentence_end) == (0, 6, 0, 55)  # plural folded:
+    assert not first.inflected                                                                   # not a word form
+    assert go.ontologies == ["go", "fbbt", "fbdv"] and expression.ontologies == ["fbbt", "fbdv", "go"]
+    assert go.mentions == res.mentions == expression.mentions   # no label here is shared by two ontologies
+    assert [m.text for m in alone.mentions[0]] == ["Nuclei", "cell nucleus", "L3 stage", "eye"]  # "CNS" alone: ?
+    only = c_recognise(service, [text, later], ontologies=["fbbt"])
+    assert [m.term_id for m in only.mentions[1]] == ["FBbt:00005095"] and {m.ontology for m in only.mentions[0]} \
+        == {"fbbt"}
 
 
-def test_abbreviation_defined_in_the_paper():
-    from search.core.models import Synonym, Term
-
-    d = TermDictionary.build([Term(id="GO:0005783", ontology="go", name="endoplasmic reticulum", aspect="C",
-                                   synonyms=[Synonym(text="reticulum of the cell", scope="RELATED")])])
-    text = "It sits in the endoplasmic reticulum (EnR). The EnR swells."
-    abbrevs = d.abbreviations(text)
-    assert abbrevs == {"EnR": "GO:0005783"}
-    assert [(m.text, m.via) for m in d.find(text, abbrevs)] == [("endoplasmic reticulum", "name"),
-                                                                ("EnR", "abbreviation"), ("EnR", "abbreviation")]
-
-
-def _terms(*rows: tuple) -> TermDictionary:
-    """A dictionary over hand-made GO terms: (id, name, aspect, synonyms[, depth])."""
-    from search.core.models import Synonym, Term
-
-    return TermDictionary.build([Term(id=r[0], ontology="go", name=r[1], aspect=r[2],
-                                      synonyms=[Synonym(text=s, scope="RELATED") for s in r[3]],
-                                      depth=r[4] if len(r) > 4 else 3) for r in rows])
-
-
-def test_a_name_comes_before_another_terms_synonym():
-    d = _terms(("GO:0000747", "conjugation with cellular fusion", "P", ["mating"]),
-               ("GO:0007618", "mating", "P", []))
-    assert [(m.term.id, m.via) for m in d.find("after mating")] == [("GO:0007618", "name")]
-
-
-def test_inflected_and_derived_words_match_their_label_words():
-    d = _terms(("GO:0006412", "translation", "P", []), ("GO:0005634", "nucleus", "C", []),
-               ("GO:0005737", "cytoplasm", "C", []), ("GO:0023052", "signaling", "P", []),
-               ("GO:0031965", "nuclear membrane", "C", []))
-    found = [(m.text, m.term.id) for m in d.find("It is translated in nuclear and cytoplasmic pools.")]
-    assert found == [("translated", "GO:0006412"), ("nuclear", "GO:0005634"), ("cytoplasmic", "GO:0005737")]
-    # an exact label wins over a derived reading; a bare noun does not stand for its -ing process
-    assert [m.term.id for m in d.find("the nuclear membrane")] == ["GO:0031965"]
-    assert d.find("a strong signal") == [] and [m.term.id for m in d.find("it signaled")] == ["GO:0023052"]
-
-
-def test_one_word_synonyms_count_only_as_rewordings_of_the_name():
-    d = _terms(("GO:0019013", "viral nucleocapsid", "C", ["core", "nucleocapsid core"]),
-               ("GO:0006915", "apoptotic process", "P", ["apoptosis"]))
-    assert d.find("the core of the argument") == []
-    assert [m.term.id for m in d.find("apoptosis in the nucleocapsid core")] == ["GO:0006915", "GO:0019013"]
-
-
-def test_an_ontology_acronym_counts_only_where_the_paper_names_its_term():
-    d = _terms(("GO:0031469", "bacterial microcompartment", "C", ["BMC"]))
-    assert [m.text for m in d.find("a BMC clone")] == ["BMC"]           # the raw matcher finds it
-    assert d.recognise(["We sequenced a BMC clone."]) == [[]]            # a paper that never names the term
-    named = d.recognise(["Bacterial microcompartments enclose enzymes.", "The BMC shell is thin."])
-    assert [[(m.text, m.term.id) for m in ms] for ms in named] == [
-        [("Bacterial microcompartments", "GO:0031469")], [("BMC", "GO:0031469")]]
-
-
-def test_tokens_fold_plurals():
-    assert [t for t, _, _ in tokens("Nuclei, cells and bodies of mitochondria-like glass")] == \
-        ["nucleus", "cell", "and", "body", "of", "mitochondria", "like", "glass"]
+def c_recognise(service, texts, **kw):
+    with Client(service.url) as c:
+        return c.recognise_terms(texts, **kw)
 
 
 def test_lexical_curator_end_to_end(service):
@@ -130,13 +86,13 @@ def test_lexical_curator_end_to_end(service):
 def test_evidence_offsets_point_into_the_read_paragraph(service):
     res, _ = run(service.url)
     with Client(service.url) as c:
-        d = dictionary_for(c)
         for item in res.output["task1_function"]:
             ev = item["evidence"]
             units = {u.passage_id: u.text for u in paper_units(c.get_paper(ev["pmcid"], max_chars=100_000))}
             para = units[ev["passage_id"]]
             assert ev["text"] in para and para[ev["start"]:ev["end"]] in ev["text"]
-            assert [m.term.id for m in d.find(para[ev["start"]:ev["end"]])] == [item["go_id"]]
+            found = c.recognise_terms([para], task="go").mentions[0]
+            assert item["go_id"] in [m.term_id for m in found if (m.start, m.end) == (ev["start"], ev["end"])]
 
 
 def test_budget_limits_reading(service):
@@ -145,18 +101,35 @@ def test_budget_limits_reading(service):
     assert session.papers_read == ["PMC900001"]  # gene in the title first
 
 
-def test_hidden_term_becomes_a_description(service):
-    res, _ = run(service.url, hidden="GO:0016330")
+def test_hidden_term_is_neither_proposed_nor_named(service):
+    """Recognition runs inside the session, so a hidden term is not recognised at all: the curator can neither
+    submit its id nor learn its name from the service and pass it off as a description."""
+    res, session = run(service.url, hidden="GO:0016330")
     items = res.output["task1_function"]
     assert "GO:0016330" not in [i.get("go_id") for i in items]
-    assert {"description": "second mitotic wave involved in compound eye morphogenesis"}.items() <= \
-        next(i for i in items if "description" in i).items()
+    assert not [i for i in items if "description" in i]
+    assert {"GO:0005634", "GO:0048749", "GO:0003700"} <= {i.get("go_id") for i in items}   # the rest still found
+    with Client(service.url) as c:
+        paths = {e.path for e in c.get_trace(res.session_id)}
+    assert "/v1/terms/recognise" in paths   # asked inside the session, and traced there
 
 
-def test_synonym_patterns():
+def test_synonyms_are_the_names_the_papers_give_the_gene():
+    """A-priori naming patterns anchored on the symbol and full name, with evidence; genotypes (a slash), figure
+    references and the gene's own names are not synonyms."""
     from curation.lexical import Unit
 
-    units = [Unit("PMC1", "RESULTS", "PMC1:1:0", "Ubx (also known as Ultrabithorax-like) and abx/Ubx; "
-                                                 "Ubx, formerly called bithorax protein, acts.")]
-    full, symbols = find_synonyms(units, ["Ubx"])
-    assert full == ["bithorax protein"] and symbols == ["Ultrabithorax-like", "abx"]
+    units = [Unit("PMC1", "RESULTS", "PMC1:1:0", "Ubx (also known as Ultrabithorax-like) and abx/Ubx flies. "
+                                                 "Ubx, formerly called bithorax protein, acts. Ubx (Fig. 2) and "
+                                                 "Ubx (CG10388) bind. The Ultrabithorax (Ubx) protein binds."),
+             Unit("PMC2", "INTRO", "PMC2:0:0", "Ubx, the bx gene product, and Ubx (also known as Ultrabithorax-like) "
+                                               "are one. The homeotic selector Ultrabithorax (Ubx) acts.")]
+    full, symbols, evidence = find_synonyms(units, "Ubx", "Ultrabithorax")
+    assert full == ["bithorax protein"] and symbols == ["Ultrabithorax-like", "CG10388", "bx"]
+    assert evidence["Ultrabithorax-like"] == {"pmcid": "PMC1", "passage_id": "PMC1:1:0", "text": units[0].text[:500]}
+    assert evidence["bithorax protein"]["text"].startswith("Ubx, formerly called")
+    # a bracketed symbol after words it does not abbreviate (Schwartz & Hearst), or after itself, names nothing
+    noise = [Unit("PMC4", "RESULTS", "PMC4:1:0", "Mutants of Ubx during a (Ubx) screen; the wing (Ubx) grew.")]
+    assert find_synonyms(noise, "Ubx", None) == ([], [], {})
+    # the lexicon's names are never copied: only what the text states counts
+    assert find_synonyms([Unit("PMC3", "RESULTS", "PMC3:1:0", "Ubx is expressed.")], "Ubx", None) == ([], [], {})

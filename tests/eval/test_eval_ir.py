@@ -145,3 +145,29 @@ def test_evaluation_reports_failed_queries(live_server, tmp_path):
     write_ir_report(result, tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "1 failed" in md and "- q2:" in md
+
+
+def test_eval_ir_writes_only_into_a_collection_the_user_named(live_server, tmp_path, monkeypatch):
+    """No --into: refused before anything is written. A missing scorer: refused before indexing. An unreachable
+    service: one line naming the URL and how to start it."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from search.cli.main import main
+
+    coll_dir = write_beir(tmp_path / "tiny")
+    base = ["eval", "ir", "--collection", str(coll_dir), "--out", str(tmp_path / "out"), "--url", live_server.url]
+    unnamed = CliRunner().invoke(main, base)
+    assert unnamed.exit_code == 2 and "--into beir-tiny" in unnamed.output
+    monkeypatch.setitem(sys.modules, "ranx", None)  # as if the eval extra were not installed
+    no_ranx = CliRunner().invoke(main, [*base, "--into", "scratch-tiny"])
+    assert no_ranx.exit_code == 2 and "pip install 'flysift[eval]'" in no_ranx.output
+    with Client(live_server.url) as client:
+        with pytest.raises(Exception, match="scratch-tiny"):
+            client.stats(collection="scratch-tiny")   # nothing was indexed
+    monkeypatch.delitem(sys.modules, "ranx")
+    down = CliRunner().invoke(main, ["eval", "ir", "--collection", str(coll_dir), "--out", str(tmp_path / "o"),
+                                     "--url", "http://127.0.0.1:9", "--into", "scratch-tiny"])
+    assert down.exit_code == 1 and len(down.output.strip().splitlines()) == 1
+    assert "http://127.0.0.1:9" in down.output and "flysift serve" in down.output

@@ -194,3 +194,14 @@ def test_scored_rank_cut_offs_and_duplicates():
         "task3_synonyms: 2 item(s) repeat earlier ones (ignoring case and outer spaces) and score nothing: "
         "symbol_synonyms[0], symbol_synonyms[1]",
     ]
+
+
+def test_memorization_evidence_without_a_paper_is_valid():
+    """FlyAOC's memorization harness writes ``{"pmcid": null, "text": "Based on prior knowledge: …"}``; its validator
+    accepts it and so must ours (a read-paper check has nothing to check)."""
+    obj = _valid()
+    obj["task1_function"][0]["evidence"] = {"pmcid": None, "text": "Based on prior knowledge: nuclear protein"}
+    rep = validate_output(obj, read_pmcids=set())
+    assert rep.valid and rep.errors == [] and rep.warnings == []
+    obj["task1_function"][0]["evidence"]["pmcid"] = 7
+    assert validate_output(obj).errors == ["task1_function[0].evidence.pmcid: Expected a string, got number"]

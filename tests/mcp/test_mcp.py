@@ -29,7 +29,8 @@ from helpers import PAPERS, LiveServer, build_index
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TOOLS = {"search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",
-         "get_term_children", "submit_annotations", "search_passages", "register_gene_name", "get_budget"}
+         "get_term_children", "submit_annotations", "search_passages", "find_terms", "register_gene_name",
+         "get_budget"}
 BUDGET_MESSAGE = "Paper limit reached (3/3). Submit your annotations."
 
 
@@ -76,7 +77,8 @@ def test_agent_run_over_stdio(api):
     async def run():
         async with MCPClient(params, read_timeout_seconds=60) as c:
             assert "Dl" in (c.instructions or "")
-            assert {t.name for t in (await c.list_tools()).tools} == TOOLS
+            # a distinct-budget session also gets the supplement tools (flyaoc sessions keep FlyAOC's set)
+            assert {t.name for t in (await c.list_tools()).tools} == TOOLS | {"list_supplements", "read_supplement"}
             out = {"hits": await _call(c, "search_corpus", query="Su(H)", limit=5)}
             out["budget0"] = await _call(c, "get_budget")
             out["read1"] = await _call(c, "get_paper_text", pmcid="PMC100001", sections=["abstract", "RESULTS", "foo"])
@@ -91,6 +93,8 @@ def test_agent_run_over_stdio(api):
             out["go"] = await _call(c, "search_go_terms", query="transcription", limit=10)
             out["go_c"] = await _call(c, "search_go_terms", query="nucleus", aspect="C", limit=5)
             out["children"] = await _call(c, "get_term_children", term_id="GO:0032991")
+            out["found"] = await _call(c, "find_terms", text="It enters the nucleus with a protein complex.")
+            out["found_hidden"] = await _call(c, "find_terms", text="A transcription regulator complex forms.")
             out["names"] = await _call(c, "register_gene_name", names=["Dl-2"])
             out["named_search"] = await _call(c, "search_corpus", query="mutant", gene="Dl")
             out["bad"] = await _call(c, "submit_annotations", annotations={
@@ -134,6 +138,8 @@ def test_agent_run_over_stdio(api):
     assert "GO:0003700" in go_ids and "GO:0005667" not in go_ids    # hidden in this session
     assert out["go_c"][0]["go_id"] == "GO:0005634" and out["go_c"][0]["namespace"] == "cellular_component"
     assert "GO:0005667" not in json.dumps(out["children"])
+    assert [(t["term_id"], t["text"], t["start"]) for t in out["found"]][:1] == [("GO:0005634", "nucleus", 14)]
+    assert "GO:0005667" not in json.dumps(out["found_hidden"])   # the session's hidden term is not found
     assert "Dl-2" in json.dumps(out["names"])
 
     bad = out["bad"]

@@ -46,6 +46,7 @@ from search.core.models import (
     TermHit,
 )
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery
+from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.mappings import (
@@ -53,9 +54,11 @@ from search.engines.cluster.mappings import (
     PASSAGE_MAPPING,
     SIMILARITY,
     analysis_settings,
+    has_supplements,
     paper_doc,
     paper_from_doc,
     paper_mapping,
+    passage_doc,
     read_similarity,
     similarity,
     term_mapping,
@@ -84,9 +87,10 @@ LAYOUT_TTL_S = 10.0
 
 def _prepare(paper: Paper, passages: list[Passage], repeats: dict[str, int] | None = None) -> Prepared:
     """A paper group's bulk NDJSON without the build's index names (``Engine.preparer``: runs in indexer workers)."""
-    doc = json.dumps(paper_doc(paper, repeats), ensure_ascii=False).encode()
+    supp = [p.text for p in passages if p.source == "supplement"]
+    doc = json.dumps(paper_doc(paper, repeats, supp), ensure_ascii=False).encode()
     docs = [("papers", paper.pmcid, source_tail(paper.pmcid, doc))]
-    docs += [("passages", p.id, source_tail(p.id, p.model_dump_json(exclude_none=True).encode())) for p in passages]
+    docs += [("passages", p.id, source_tail(p.id, passage_doc(p))) for p in passages]
     return Prepared(paper.pmcid, docs)
 
 
@@ -229,8 +233,8 @@ class ClusterEngine:
         self._bulk_concurrency = bulk_concurrency or settings.cluster_bulk_concurrency
         #: the collection's BM25 parameters: k1/b for the indices of new builds, field weights for their papers
         self.bm25 = settings.bm25(collection)
-        #: (when read, whether the published papers index is one-field): ``_paper_fields``
-        self._layout: tuple[float, bool] | None = None
+        #: (when read, whether the published papers index is one-field, whether it has ``supp``): ``_paper_fields``
+        self._layout: tuple[float, bool, bool] | None = None
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
@@ -297,13 +301,16 @@ class ClusterEngine:
         res = self._request("GET", f"/{index}/_mapping", what=f"reading the mapping of {index}")
         return written_weights(next(iter(res.values()), {}))
 
-    def _paper_fields(self) -> dict[str, float]:
-        """What paper queries search: ``text`` on a one-field index, else each field (``Bm25Params.per_field``).
-        Read from the published index at most every ``LAYOUT_TTL_S`` seconds."""
+    def _paper_fields(self, source: str | None = None) -> dict[str, float]:
+        """What paper queries search: ``text`` on a one-field index, else each field (``Bm25Params.per_field``),
+        with ``supp`` under the ``source`` filter (``paper_fields``). Read from the published index at most every
+        ``LAYOUT_TTL_S`` seconds."""
         now = time.monotonic()
         if self._layout is None or now - self._layout[0] > LAYOUT_TTL_S:
-            self._layout = (now, self._weights_of(self.alias("papers")) is not None)
-        return PAPER_TEXT if self._layout[1] else self.bm25.per_field()
+            res = self._request("GET", f"/{self.alias('papers')}/_mapping", what="reading the papers mapping")
+            mapping: dict[str, Any] = next(iter(res.values()), {})
+            self._layout = (now, written_weights(mapping) is not None, has_supplements(mapping))
+        return paper_fields(PAPER_TEXT if self._layout[1] else self.bm25.per_field(), self._layout[2], source)
 
     def _similarity_of(self, index: str) -> tuple[float, float] | None:
         """(k1, b) an existing index was created with."""
@@ -417,7 +424,7 @@ class ClusterEngine:
         res = self._search_papers(lambda fields: {
             "query": compile_query(query, fields, "section_types"), "from": offset, "size": limit,
             "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
-            "_source": ["pmcid", "title", "abstract", "year", "journal"]})
+            "_source": ["pmcid", "title", "abstract", "year", "journal"]}, source=query.filters.source)
         hits = [self._paper_hit(h, query) for h in res["hits"]["hits"]]
         if snippets:
             self._add_snippets(hits, query)
@@ -436,19 +443,19 @@ class ClusterEngine:
         return PassageSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
-    def _search_papers(self, body: Callable[[dict[str, float]], dict[str, Any]], index: str | None = None
-                       ) -> dict[str, Any]:
+    def _search_papers(self, body: Callable[[dict[str, float]], dict[str, Any]], index: str | None = None,
+                       source: str | None = None) -> dict[str, Any]:
         """A papers search whose body is made for the fields the published layout searches (``_paper_fields``). A
         per-field query on a one-field build published since the layout was read is refused by the cluster (its
         fields are not indexed): the layout is read again and the search retried once."""
         path = f"/{index or self.alias('papers')}/_search"
         try:
-            return self._request("POST", path, body(self._paper_fields()), what="searching papers")
+            return self._request("POST", path, body(self._paper_fields(source)), what="searching papers")
         except ClusterRequestError as e:
             if self._layout is None or self._layout[1] or "not indexed" not in e.message:
                 raise
             self._layout = None
-            return self._request("POST", path, body(self._paper_fields()), what="searching papers")
+            return self._request("POST", path, body(self._paper_fields(source)), what="searching papers")
 
     def _add_snippets(self, hits: list[PaperHit], query: EngineQuery) -> None:
         """Paper snippets as the embedded engine makes them (``search.text.snippets.paper_snippets``): from the
@@ -467,6 +474,8 @@ class ClusterEngine:
             found = res.get("hits", {}).get("hits", []) if "error" not in res else []
             best = Passage(**found[0]["_source"]) if found else None
             h.snippets = paper_snippets(hl, h.title, h.abstract, best)
+            if best is not None and best.supplement is not None:
+                h.supplement = SupplementPlace.model_validate(best.supplement.model_dump(exclude={"numbers", "items"}))
 
     @staticmethod
     def _matched(hit: dict[str, Any], query: EngineQuery) -> list[str]:
@@ -481,15 +490,17 @@ class ClusterEngine:
 
     def _passage_hit(self, h: dict[str, Any], query: EngineQuery) -> PassageHit:
         p = Passage(**h["_source"])
+        where = SupplementPlace.model_validate(p.supplement.model_dump(exclude={"numbers", "items"})) \
+            if p.supplement else None
         return PassageHit(passage_id=p.id, pmcid=p.pmcid, section_type=p.section_type, section_index=p.section_index,
                           paragraph_index=p.paragraph_index, start=p.start, end=p.end, text=p.text,
                           score=h["_score"] or 0.0, year=p.year, snippet=snippet("text", h.get("highlight", {})),
-                          matched=self._matched(h, query))
+                          matched=self._matched(h, query), source=p.source, supplement=where)
 
     def export_papers(self, query: EngineQuery, batch_size: int = EXPORT_BATCH) -> Iterator[PaperHit]:
         """Every matching paper, best first, past the 10,000-hit window (``search_after``, no snippets)."""
         self._layout = None   # read the layout now: an export pages one index for a long time
-        body = {"query": compile_query(query, self._paper_fields(), "section_types"),
+        body = {"query": compile_query(query, self._paper_fields(query.filters.source), "section_types"),
                 "_source": ["pmcid", "title", "abstract", "year", "journal"]}
         for h in self._export("papers", body, "pmcid", batch_size):
             yield self._paper_hit(h, query)
@@ -519,7 +530,8 @@ class ClusterEngine:
         titles = {h["_source"]["pmcid"]: h["_source"].get("title", "")
                   for h in self._export("papers", {"query": {"match_all": {}}, "_source": ["pmcid", "title"]},
                                         "pmcid", batch_size)}
-        for h in self._export("passages", {"query": {"match_all": {}}}, "id", batch_size):
+        articles = {"bool": {"must_not": [{"term": {"source": "supplement"}}]}}   # the dense index: prose only
+        for h in self._export("passages", {"query": articles}, "id", batch_size):
             p = Passage(**h["_source"])
             yield p, titles.get(p.pmcid, "")
 
@@ -529,13 +541,22 @@ class ClusterEngine:
     def get_paper(self, pmcid: str) -> Paper | None:
         try:
             res = self.t.request("GET", f"/{self.alias('papers')}/_doc/{quote(pmcid, safe='')}",
-                                 what="fetching a paper")
+                                 params={"_source_excludes": "supp,text"}, what="fetching a paper")
         except ClusterRequestError as e:
             if e.http_status == 404 and e.error_type is None:
                 return None
             self._request("GET", f"/{self.alias('papers')}/_count")  # raises the right error (missing index…)
             raise
         return paper_from_doc(res["_source"]) if res.get("found") else None
+
+    def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
+                          limit: int) -> list[SupplementChunk]:
+        """A part's chunks covering numbers ``start`` on, in order, at most ``limit``."""
+        res = self._search("passages", {
+            "query": {"bool": {"filter": [{"term": {"pmcid": pmcid}}, {"term": {"supp_file": file_index}},
+                                          {"term": {"supp_part": part}}, {"range": {"supp_last": {"gte": start}}}]}},
+            "sort": [{"supp_chunk": "asc"}], "size": limit, "_source": ["supplement"]})
+        return [SupplementChunk.model_validate(h["_source"]["supplement"]) for h in res["hits"]["hits"]]
 
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """The published index's k1/b (an index keeps those it was created with, whatever is configured now; the

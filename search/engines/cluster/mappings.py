@@ -18,9 +18,10 @@ field.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from search.core.models import Paper, Section
+from search.core.models import Paper, Passage, Section
 from search.core.query import BM25_B, BM25_K1, recorded_weights
 from search.text import analysis
 from search.text.term_search import FIELD_BOOSTS as TERM_FIELDS
@@ -80,17 +81,24 @@ ONE_FIELD_LAYOUT = 5
 def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
     """The papers mapping of a collection whose field weights are ``repeats`` (``Bm25Params.repeats``)."""
     copied = {"type": "text", "index": False, "copy_to": "text"}   # in _source, searched through ``text``
-    text = _text_field()
-    for spec in (text, text["fields"]["s"]):
+    text, supp = _text_field(), _text_field()
+    for spec in (text, text["fields"]["s"], supp, supp["fields"]["s"]):
         spec["index_options"] = "positions"   # searched, never highlighted: no offsets
     return {"dynamic": "strict",
-            "_meta": {"layout": ONE_FIELD_LAYOUT, "field_weights": dict(repeats)},
+            "_meta": {"layout": ONE_FIELD_LAYOUT, "field_weights": dict(repeats), "supplements": True},
             "properties": {
                 "pmcid": _KEYWORD, "pmid": _KEYWORD, "doi": _KEYWORD, "year": _INT, "journal": _KEYWORD,
                 "title": copied, "abstract": copied, "body": copied, "text": text, "section_types": _KEYWORD,
                 # section structure without the text: paragraph lengths cut ``body`` back into paragraphs
                 "sections": {"type": "object", "enabled": False},
+                # the supplement passages' text (one value each: no phrase spans two) and the files' registry
+                "supp": supp, "supplements": {"type": "object", "enabled": False},
             }}
+
+
+def has_supplements(mapping: dict[str, Any]) -> bool:
+    """Whether a papers index (``GET <index>/_mapping``'s entry) has the ``supp`` field."""
+    return (mapping.get("mappings", {}).get("_meta") or {}).get("supplements") is True
 
 
 def written_weights(mapping: dict[str, Any]) -> dict[str, float] | None:
@@ -104,6 +112,10 @@ def written_weights(mapping: dict[str, Any]) -> dict[str, float] | None:
 PASSAGE_MAPPING: dict[str, Any] = {"dynamic": "strict", "properties": {
     "id": _KEYWORD, "pmcid": _KEYWORD, "year": _INT, "section_type": _KEYWORD, "section_index": _STORED_INT,
     "paragraph_index": _STORED_INT, "start": _STORED_INT, "end": _STORED_INT, "text": _text_field(),
+    # supplement passages only: ``source: supplement``, their place and rows (``supplement``, kept as sent) and the
+    # place again as fields a read filters and sorts on
+    "source": _KEYWORD, "supplement": {"type": "object", "enabled": False},
+    "supp_file": _INT, "supp_part": _INT, "supp_first": _INT, "supp_last": _INT, "supp_chunk": _INT,
 }}
 BUILDS_MAPPING: dict[str, Any] = {"dynamic": "strict", "properties": {
     "collection": _KEYWORD, "fingerprint": _KEYWORD, "status": _KEYWORD, "created": {"type": "double"},
@@ -120,10 +132,14 @@ def term_mapping() -> dict[str, Any]:
 
 
 
-def paper_doc(p: Paper, repeats: dict[str, int] | None = None) -> dict[str, Any]:
+def paper_doc(p: Paper, repeats: dict[str, int] | None = None, supp: list[str] | None = None) -> dict[str, Any]:
     """A paper's document: ``copy_to`` writes each field into ``text`` once, ``text`` carries the repetitions
-    beyond that."""
-    doc = p.model_dump(exclude={"sections"}, exclude_none=True)
+    beyond that; ``supp`` holds its supplement passages' texts."""
+    doc = p.model_dump(exclude={"sections", "supplements"}, exclude_none=True)
+    if p.supplements:
+        doc["supplements"] = [f.model_dump(exclude_none=True) for f in p.supplements]
+    if supp:
+        doc["supp"] = supp
     doc["body"] = p.body_text()
     extra = [doc.get(f, "") for f, n in (repeats or {}).items() for _ in range(n - 1)]
     if extra := [t for t in extra if t]:
@@ -145,4 +161,17 @@ def paper_from_doc(doc: dict[str, Any]) -> Paper:
         sections.append(Section(type=s["type"], title=s.get("title"), paragraphs=paragraphs))
     doc.pop("section_types", None)
     doc.pop("text", None)
+    doc.pop("supp", None)
     return Paper(**doc, sections=sections)
+
+
+def passage_doc(p: Passage) -> bytes:
+    """A passage's document: an article passage as before (no ``source``), a supplement passage with its place
+    as filterable fields too."""
+    if p.source == "paper":
+        return p.model_dump_json(exclude={"source"}, exclude_none=True).encode()
+    doc = p.model_dump(exclude_none=True)
+    s = p.supplement
+    if s is not None:
+        doc.update(supp_file=s.file_index, supp_part=s.part, supp_first=s.first, supp_last=s.last, supp_chunk=s.chunk)
+    return json.dumps(doc, ensure_ascii=False).encode()

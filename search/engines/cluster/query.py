@@ -28,6 +28,8 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
     required clauses must match, filters do not score. Mirrors ``EmbeddedEngine._compile``."""
     shoulds: list[dict[str, Any]] = []
     musts: list[dict[str, Any]] = []
+    if not fields:   # a source no field of this index holds
+        return {"match_none": {}}
     for clause in query.clauses:
         if _has_tokens(clause):
             (musts if clause.required else shoulds).append(_clause(clause, fields))
@@ -44,7 +46,14 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         filters.append({"terms": {section_field: f.section_types}})
     if f.pmcids:
         filters.append({"terms": {"pmcid": f.pmcids}})
-    return {"bool": {"must": musts, "filter": filters}}
+    out: dict[str, Any] = {"bool": {"must": musts, "filter": filters}}
+    if f.source and section_field == "section_type":   # passages: supplement ones carry ``source``
+        marked = {"term": {"source": "supplement"}}
+        if f.source == "supplement":
+            filters.append(marked)
+        else:
+            out["bool"]["must_not"] = [marked]
+    return out
 
 
 def _clause(clause: Clause, fields: dict[str, float]) -> dict[str, Any]:

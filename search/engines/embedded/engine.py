@@ -53,10 +53,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import tantivy
-from pydantic import BaseModel
 
 from search.core.errors import FlysiftError, index_missing
 from search.core.models import (
@@ -81,21 +80,25 @@ from search.core.query import (
     EngineQuery,
     recorded_weights,
 )
-from search.engines.embedded import paper_store
+from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
+from search.engines.embedded import paper_store, supplement_store
 from search.engines.embedded.match import any_of
-from search.engines.embedded.paper_store import PaperStore, StoredPaper
+from search.engines.embedded.paper_store import PaperStore
+from search.engines.embedded.prepare import PaperHead, Prepared, _prepare
+from search.engines.embedded.supplement_store import SupplementStore
 from search.engines.embedded.terms import TermIndex
 from search.engines.guards import MIN_PUBLISH_SHARE, BuildRefused, publish_refusal, storage_error
 from search.text.analysis import ANALYZERS, analyze, stem
-from search.text.passages import abstract_paragraphs
 from search.text.snippets import Highlighter, paper_snippets
-from search.text.tokens import PRE_ANALYZED, symbol_text, word_text
+from search.text.tokens import PRE_ANALYZED
 
 DEFAULT_COLLECTION = "default"
 KEEP_BUILDS = 2
 VIEW_SUFFIX = {"word": "_w", "symbol": "_s"}
 #: the index layout new builds are written in (see the module docstring); a build of another layout is never resumed
-LAYOUT = 5
+LAYOUT = 6
+#: the first layout with supplement passages (``source``), the papers' ``supp`` fields and ``supp_chunks``
+SUPPLEMENT_LAYOUT = 6
 #: the first layout whose papers are one field (``text``); older builds are searched per field
 ONE_FIELD_LAYOUT = 5
 #: tantivy's indexing heap of one writer thread: a thread writes a segment each time it fills, so a larger heap means
@@ -120,6 +123,7 @@ def _paper_schema() -> tantivy.Schema:
     sb.add_integer_field("year", stored=False, indexed=True, fast=True)
     sb.add_text_field("section_types", stored=False, tokenizer_name="raw")
     _add_views(sb, "text")   # title, abstract and body, each repeated by its field weight (layout 5)
+    _add_views(sb, "supp")   # the supplement passages' text, one value each (layout 6)
     sb.add_bytes_field("head", stored=True, indexed=False)  # PaperHead JSON
     return sb.build()
 
@@ -130,6 +134,7 @@ def _passage_schema() -> tantivy.Schema:
     sb.add_text_field("pmcid", stored=False, tokenizer_name="raw")
     sb.add_integer_field("year", stored=False, indexed=True, fast=True)
     sb.add_text_field("section_type", stored=False, tokenizer_name="raw")
+    sb.add_text_field("source", stored=False, tokenizer_name="raw")   # "supplement" on supplement passages only
     _add_views(sb, "text")
     sb.add_bytes_field("doc", stored=True, indexed=False)
     return sb.build()
@@ -195,65 +200,11 @@ def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-class PreparedPassage(NamedTuple):
-    id: str
-    section_type: str
-    year: int | None
-    word: str        # word-view tokens, space-joined
-    symbol: str      # symbol-view tokens, space-joined
-    doc: bytes       # the stored doc: the passage's JSON without its text (which is sliced from the paper store)
-
-
-class Prepared(NamedTuple):
-    """One paper ready for the writers: plain strings and bytes, small to pickle from a worker process."""
-
-    pmcid: str
-    year: int | None
-    section_types: tuple[str, ...]
-    head: bytes                 # PaperHead JSON
-    stored: StoredPaper         # the paper store's row and blocks
-    title: tuple[str, str]      # word and symbol tokens of the title
-    abstract_passages: int      # the first passages are the abstract's (section 0), the rest the body's
-    passages: tuple[PreparedPassage, ...]
-
-
-def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
-    """All per-paper work that needs no writer (see ``Engine.preparer``): analysis of each text once, the paper
-    store's blob, the stored docs. ``passages`` are ``split_passages(paper)``'s (any ``max_words``)."""
-    sections = [abstract_paragraphs(paper.abstract)] + [s.paragraphs for s in paper.sections]
-    out = []
-    place = (-1, -1, -1)
-    for p in passages:
-        if p.pmcid != paper.pmcid or (p.section_index, p.paragraph_index, p.start) <= place \
-                or not 0 <= p.section_index < len(sections) \
-                or not 0 <= p.paragraph_index < len(sections[p.section_index]) \
-                or sections[p.section_index][p.paragraph_index][p.start:p.end] != p.text:
-            raise ValueError(f"passage {p.id[:200]!r} is not the next piece of paper {paper.pmcid[:200]!r}: "
-                             "passages must be split_passages(paper)'s, in order")
-        place = (p.section_index, p.paragraph_index, p.start)
-        out.append(PreparedPassage(p.id, p.section_type, p.year, word_text(p.text), symbol_text(p.text),
-                                   p.model_dump_json(exclude={"text"}, exclude_none=True).encode()))
-    head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
-    return Prepared(paper.pmcid, paper.year, tuple(paper.section_types()),
-                    head.model_dump_json(exclude_none=True).encode(),
-                    paper_store.encode(paper),
-                    (word_text(paper.title), symbol_text(paper.title)),
-                    sum(1 for p in passages if p.section_index == 0), tuple(out))
-
-
-class PaperHead(BaseModel):
-    """What a paper hit shows, stored in the paper index."""
-
-    title: str
-    abstract: str
-    year: int | None = None
-    journal: str | None = None
-
-
 def _open_paper_db(path: Path) -> sqlite3.Connection:
     """A build's paper store for writing; any thread may use it (its build serialises every use)."""
     db = sqlite3.connect(path, check_same_thread=False)
     paper_store.create(db)
+    supplement_store.create(db)
     return db
 
 
@@ -397,7 +348,9 @@ class EmbeddedBuild:
         pw.delete_documents_by_term("pmcid", pr.pmcid)
         sw.delete_documents_by_term("pmcid", pr.pmcid)
         paper_store.put(db, pr.pmcid, pr.stored)
-        abstract, body = pr.passages[:pr.abstract_passages], pr.passages[pr.abstract_passages:]
+        supplement_store.put(db, pr.pmcid, pr.chunks)
+        abstract = pr.passages[:pr.abstract_passages]
+        body = [p for p in pr.passages[pr.abstract_passages:] if p.source == "paper"]
         doc = tantivy.Document(pmcid=pr.pmcid, head=pr.head)
         fields = {"title": pr.title,
                   "abstract": (" ".join(p.word for p in abstract), " ".join(p.symbol for p in abstract)),
@@ -406,6 +359,9 @@ class EmbeddedBuild:
             for _ in range(self.repeats[field] if word else 0):   # separate values: no phrase spans two
                 doc.add_text("text_w", word)
                 doc.add_text("text_s", symbol)
+        for p in pr.passages[pr.abstract_passages + len(body):]:   # supplements: their own field, one value each
+            doc.add_text("supp_w", p.word)
+            doc.add_text("supp_s", p.symbol)
         for st in pr.section_types:
             doc.add_text("section_types", st)
         if pr.year is not None:
@@ -414,6 +370,8 @@ class EmbeddedBuild:
         for p in pr.passages:
             pd = tantivy.Document(id=p.id, pmcid=pr.pmcid, section_type=p.section_type, text_w=p.word,
                                   text_s=p.symbol, doc=p.doc)
+            if p.source != "paper":
+                pd.add_text("source", p.source)
             if p.year is not None:
                 pd.add_integer("year", p.year)
             sw.add_document(pd)
@@ -517,6 +475,8 @@ class _Reader:
         #: the field weights the build was written with
         self.paper_fields: dict[str, float] | None = PAPER_TEXT if one_field else None
         self.weights: dict[str, float] | None = recorded_weights(meta.get("field_weights")) if one_field else None
+        #: whether the build has supplement passages' fields (``source``, ``supp``) and chunks
+        self.supplements = isinstance(meta.get("layout"), int) and meta["layout"] >= SUPPLEMENT_LAYOUT
         self.papers = _open_index(build_dir / "papers", "papers")
         self.passages = _open_index(build_dir / "passages", "passages")
         self.paper_schema = self.papers.schema
@@ -524,6 +484,7 @@ class _Reader:
         self.paper_searcher = self.papers.searcher()
         self.passage_searcher = self.passages.searcher()
         self.store = PaperStore(build_dir / "papers.db")
+        self.supp = SupplementStore(build_dir / "papers.db")
 
     def paper(self, pmcid: str) -> Paper | None:
         return self.store.paper(pmcid)
@@ -535,7 +496,14 @@ class _Reader:
         if not isinstance(data, dict):
             raise FlysiftError(f"Build {self.build}: a stored passage is not an object; rebuild the index.",
                                code="index_corrupt", status=500)
-        if "text" not in data:
+        if "text" not in data and data.get("source") == "supplement":
+            place = data.get("supplement") or {}
+            try:
+                data["text"] = self.supp.text(data["pmcid"], place["file_index"], place["part"], place["chunk"])
+            except (KeyError, TypeError):
+                raise FlysiftError(f"Build {self.build}: stored supplement passage {str(data.get('id'))[:200]!r} has "
+                                   "no place; rebuild the index.", code="index_corrupt", status=500) from None
+        elif "text" not in data:
             try:
                 paragraph = self.store.paragraph(data["pmcid"], data["section_index"], data["paragraph_index"])
                 data["text"] = paragraph[data["start"]:data["end"]]
@@ -632,6 +600,13 @@ class EmbeddedEngine:
         if f.pmcids:
             filters.append(any_of(schema, "pmcid", f.pmcids))
         clauses = [(tantivy.Occur.Must, q) for q in musts]
+        if f.source and section_field == "section_type":   # passages: supplement ones are marked in ``source``
+            if not self._read().supplements:
+                if f.source == "supplement":
+                    return tantivy.Query.empty_query()
+            else:
+                marked = tantivy.Query.term_query(schema, "source", "supplement")
+                clauses.append((tantivy.Occur.Must if f.source == "supplement" else tantivy.Occur.MustNot, marked))
         clauses += [(tantivy.Occur.Must, tantivy.Query.const_score_query(q, 0.0)) for q in filters]
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
 
@@ -688,8 +663,8 @@ class EmbeddedEngine:
                       snippets: bool = False) -> PaperSearchResults:
         t0 = time.perf_counter()
         r = self._read()
-        fields = r.paper_fields or self.bm25.per_field()
-        q = self._compile(query, r.paper_schema, fields, "section_types")
+        fields = paper_fields(r.paper_fields or self.bm25.per_field(), r.supplements, query.filters.source)
+        q = self._compile(query, r.paper_schema, fields, "section_types") if fields else tantivy.Query.empty_query()
         res = r.paper_searcher.search(q, limit, count=True, offset=offset)
         docs = [(score, r.paper_searcher.doc(addr)) for score, addr in res.hits]
         papers = [(score, d["pmcid"][0], PaperHead.model_validate_json(d["head"][0])) for score, d in docs]
@@ -700,8 +675,10 @@ class EmbeddedEngine:
         hits = []
         for score, pmcid, p in papers:
             snips = paper_snippets(hl, p.title, p.abstract, best.get(pmcid)) if hl else []
+            where = best[pmcid].supplement if pmcid in best else None
             hits.append(PaperHit(pmcid=pmcid, title=p.title, abstract=p.abstract, year=p.year, journal=p.journal,
-                                 score=score, snippets=snips, matched=matched[pmcid]))
+                                 score=score, snippets=snips, matched=matched[pmcid],
+                                 supplement=SupplementPlace.model_validate(where.model_dump()) if where else None))
         return PaperSearchResults(total=_total(res), offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -739,6 +716,10 @@ class EmbeddedEngine:
     def get_paper(self, pmcid: str) -> Paper | None:
         return self._read().paper(pmcid)
 
+    def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
+                          limit: int) -> list[SupplementChunk]:
+        return self._read().supp.chunks(pmcid, file_index, part, start, limit)
+
     def scan_passages(self) -> Iterator[tuple[Passage, str]]:
         """Every passage of the published build with its paper's title, in index order (segment, then doc)."""
         r = self._read()
@@ -746,7 +727,8 @@ class EmbeddedEngine:
                   for d in _stored_docs(r.paper_searcher)}
         for d in _stored_docs(r.passage_searcher):
             p = r.passage(d["doc"][0])
-            yield p, titles.get(p.pmcid, "")
+            if p.source == "paper":   # the dense index embeds the articles' prose, not supplement tables
+                yield p, titles.get(p.pmcid, "")
 
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """The parameters in force: the published build's field weights (what it was written with; the configured
