@@ -13,7 +13,10 @@ A query is **activity-shaped** when one of its words
 - or is one of the function nouns of :data:`FUNCTION_NOUNS` (transporter, receptor, channel, ligand, inhibitor…),
   the heads of GO's MF names and synonyms after "activity" and "binding".
 
-The list was read off GO's MF names and synonyms (their last words), not off any annotated text.
+The list was read off GO's MF names and synonyms (their last words), not off any annotated text. The term
+recogniser reads MF mentions in their sentence instead (``search.ontology.recognise.states_activity``: the word
+"activity", a named binding, or an activity verb before the mention); this rule is for a query, which has no
+sentence around it.
 """
 
 from __future__ import annotations
