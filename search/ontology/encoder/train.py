@@ -34,7 +34,7 @@ import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -339,7 +339,7 @@ def _lock(data_dir: Path) -> Any:
 
     root = artefact.root(data_dir)
     root.mkdir(parents=True, exist_ok=True)
-    fh = open(root / "train.lock", "w")
+    fh = open(root / "train.lock", "w")   # noqa: SIM115 (held open for the training: the lock lives with it)
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -644,7 +644,7 @@ def _write_version(data_dir: Path, data: Data, cfg: TrainConfig, model: Any, dim
             metrics[table.ontology] = {s: heldout_metrics(table, parts, vectors.astype(np.float32), s)
                                        for s in ("test", "dev")}
         embed_s = (time.perf_counter() - t1, time.process_time() - c1)
-        created = datetime.now(timezone.utc)
+        created = datetime.now(UTC)
         stamp = created.strftime("%Y%m%dT%H%M%S")
         digest = hashlib.sha256(json.dumps([asdict(cfg), data.digests(), base_key]).encode()).hexdigest()[:8]
         version = f"te-{stamp}-{digest}"
