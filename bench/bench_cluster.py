@@ -75,9 +75,10 @@ def node_cpu_seconds(pid: int | None) -> float | None:
 
 def index(settings, corpus: Path, node_pid: int | None = None) -> dict:
     from indexer.pipeline import index_corpus
+    from search.services import Services
 
     cpu0, node0, t0 = cpu_seconds(), node_cpu_seconds(node_pid), time.perf_counter()
-    summary = index_corpus([corpus], settings, resume=False)
+    summary = index_corpus([corpus], Services.open(settings), resume=False)
     seconds = time.perf_counter() - t0
     cpu, node1 = cpu_seconds() - cpu0, node_cpu_seconds(node_pid)
     mb = corpus.stat().st_size / 1e6

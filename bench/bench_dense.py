@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.engines import open_local  # noqa: E402
-from search.retrieval import dense  # noqa: E402
+from search.core.names import DEFAULT_COLLECTION  # noqa: E402
+from search.engines import dense, open_local  # noqa: E402
 
 
 def cpu_seconds() -> float:
@@ -125,7 +125,7 @@ def ir(backends: list[str], root: Path, names: list[str]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", type=Path, required=True, help="data dir with an indexed collection")
-    ap.add_argument("--collection", default="default")
+    ap.add_argument("--collection", default=DEFAULT_COLLECTION)
     ap.add_argument("--passages", type=int, default=1000)
     ap.add_argument("--backends", default="torch,onnx,onnx-int8")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))

@@ -30,11 +30,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_ontology import FILES, draw, eligible, fbbt_2025, read_mentions  # noqa: E402
+from bench.common import folder_terms  # noqa: E402
+from search.engines.dense import load_encoder, model_name, resolve_encoder  # noqa: E402
 from search.engines.embedded.terms import TermIndex  # noqa: E402
 from search.ontology import dense_terms  # noqa: E402
 from search.ontology.model import Ontology  # noqa: E402
 from search.ontology.service import TermService  # noqa: E402
-from search.retrieval.dense import load_encoder, model_name, resolve_encoder  # noqa: E402
 
 MODES = ("bm25", "dense", "hybrid")
 
@@ -83,10 +84,10 @@ def service(ont: Ontology, path: Path, embedder: CachedEmbedder, parts: tuple[st
     if drop:
         ont = Ontology.from_terms(ont.name, [t.model_copy(update={"synonyms": []}) if t.id in drop else t
                                              for t in ont.terms()])
-    svc = TermService(path)
+    svc = folder_terms(path)
     svc.index_ontology(ont, TermIndex(path).write)
     dense_terms.build(path, ont, parts=parts, embedder=embedder)
-    return TermService(path)   # reads the saved files, as a served instance does
+    return folder_terms(path)   # reads the saved files, as a served instance does
 
 
 def score(svc: TermService, queries: list[tuple[str, str, str]], mode: str) -> dict:
@@ -195,7 +196,7 @@ def main() -> None:
         if not args.skip_sets:
             for n, o in onts.items():
                 service(o, tmp / "full", embedders[n], args.parts)
-            svc = TermService(tmp / "full")
+            svc = folder_terms(tmp / "full")
             sets = {"mention list v1": [(r["ontology"], r["mention"], r["expected_id"]) for r in read_mentions()
                                         if r["ontology"] in onts]}
             if "fbbt" in onts:

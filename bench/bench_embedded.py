@@ -161,18 +161,17 @@ def flysift_http(data_dir: Path, queries: list[dict]) -> tuple[dict, list[list[s
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with served([*flysift_command(), "serve", "--data-dir", str(data_dir), "--port", str(port)],
-                f"{base}/v1/health") as server:
-        with httpx.Client(base_url=base, timeout=30.0) as client:
-            def one(text: str) -> list[str]:
-                r = client.post("/v1/papers/search", json={"query": text, "limit": K})
-                r.raise_for_status()
-                return [h["pmcid"] for h in r.json()["hits"]]
+                f"{base}/v1/health") as server, httpx.Client(base_url=base, timeout=30.0) as client:
+        def one(text: str) -> list[str]:
+            r = client.post("/v1/papers/search", json={"query": text, "limit": K})
+            r.raise_for_status()
+            return [h["pmcid"] for h in r.json()["hits"]]
 
-            hits = [one(q["query"]) for q in queries]
-            proc = psutil.Process(server.pid)
-            c0 = sum(proc.cpu_times()[:2])
-            times, _ = timed(one, queries)
-            server_cpu = sum(proc.cpu_times()[:2]) - c0
+        hits = [one(q["query"]) for q in queries]
+        proc = psutil.Process(server.pid)
+        c0 = sum(proc.cpu_times()[:2])
+        times, _ = timed(one, queries)
+        server_cpu = sum(proc.cpu_times()[:2]) - c0
     return dict(latency_summary(times), server_cpu_mean_ms=round(server_cpu * 1000 / len(queries), 3)), hits
 
 

@@ -26,7 +26,7 @@ from bench.bench_serving import cpu_per_call  # noqa: E402
 from bench.bench_sessions import build  # noqa: E402
 from search.core.query import Filters  # noqa: E402
 from search.engines import open_local  # noqa: E402
-from search.engines.embedded import engine as embedded  # noqa: E402
+from search.engines.embedded import compile as embedded  # noqa: E402  (where the embedded engine compiles queries)
 from search.retrieval.planner import plan  # noqa: E402
 from search.text.lexicon import Lexicon  # noqa: E402
 

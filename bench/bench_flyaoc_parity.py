@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) < 2:
         sys.exit(__doc__)
-    ours, ref = (json.load(open(p)) for p in argv[:2])
+    ours, ref = (json.loads(Path(p).read_text()) for p in argv[:2])
     our_genes = json.loads((Path(argv[0]).parent / "genes.json").read_text())["genes"]
     show_all = "--show-all" in argv
     bad, worst = 0, 0.0

@@ -44,11 +44,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import folder_terms  # noqa: E402
 from search.engines.embedded.terms import TermIndex, normalise  # noqa: E402
-from search.ontology import service as term_service  # noqa: E402
-from search.ontology.hidden import expand, named_set  # noqa: E402
+from search.ontology import rerank, rewrites  # noqa: E402
+from search.ontology.hidden import expand  # noqa: E402
 from search.ontology.model import Ontology, WangSimilarity  # noqa: E402
 from search.ontology.service import TermService  # noqa: E402
+from search.schema.hidden import named_set  # noqa: E402
 from search.text.morphology import Morphology  # noqa: E402
 
 MENTIONS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "term_mentions_v1.tsv"
@@ -103,7 +105,7 @@ def hidden_sizes(onts: dict[str, Ontology]) -> None:
 
 def wang_speed(data: Path, onts: dict[str, Ontology], seed: int) -> None:
     rng = random.Random(seed)
-    genes = [json.loads(line) for line in open(data / "flyaoc/data/ground_truth_top100.jsonl")]
+    genes = [json.loads(line) for line in (data / "flyaoc/data/ground_truth_top100.jsonl").read_text().splitlines()]
     print("\n## Wang similarity\n")
     w = WangSimilarity(onts["go"])
     checks = [(w.sim("GO:0000981", "GO:0003700"), 0.81454), (w.sim("GO:0005634", "GO:0005667"), 0.135278),
@@ -161,7 +163,7 @@ def cut_ontology(ont: Ontology, drop: dict[str, set[str] | None]) -> Ontology:
 
 def holdout_service(ont: Ontology, drop: dict[str, set[str] | None], path: Path) -> TermService:
     """A service over a fresh index of ``ont`` cut by ``drop`` (:func:`cut_ontology`)."""
-    svc = TermService(path)
+    svc = folder_terms(path)
     svc.index_ontology(cut_ontology(ont, drop), TermIndex(path).write)
     return svc
 
@@ -229,14 +231,14 @@ def quality(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> l
 def full_service(onts: dict[str, Ontology], path: Path, encoder: Path | None = None) -> TermService:
     """A service over fresh full indexes of the ontologies (as ``flysift index ontology`` writes them), with the
     term encoder of data dir ``encoder`` (linked) when given."""
-    svc = TermService(path)
+    svc = folder_terms(path)
     for ont in onts.values():
         svc.index_ontology(ont, TermIndex(path).write)
     if encoder is not None:
         from search.ontology.encoder import ROOT
 
         (path / ROOT).symlink_to((encoder / ROOT).resolve())
-    return TermService(path)   # reads the saved models, as a served instance does
+    return folder_terms(path)   # reads the saved models, as a served instance does
 
 
 def read_mentions() -> list[dict[str, str]]:
@@ -275,33 +277,37 @@ def fbbt_2025(data: Path, ont: Ontology) -> list[tuple[str, str, str, str]]:
     return out
 
 
-#: ranking steps of issue #15, each switched off alone (module constants and the saved morphology)
+#: ranking steps of issue #15, each switched off alone (module constants and the saved morphology): the module of
+#: each switch (the re-ranker's scores, or the query rewrites)
+SWITCHES = {"EXACT_BONUS": rerank, "W_GENERAL": rerank, "spell_greek": rewrites, "mention_forms": rewrites,
+            "spelled": rewrites, "ABBREV_EXPANSIONS": rewrites}
+
+
 def _ablate(svc: TermService, step: str) -> dict:
-    saved = {k: getattr(term_service, k) for k in ("EXACT_BONUS", "W_GENERAL", "spell_greek", "mention_forms",
-                                                   "spelled", "ABBREV_EXPANSIONS")}
+    saved = {k: getattr(module, k) for k, module in SWITCHES.items()}
     models = {n: svc.rerank_model(svc.ontology(n)) for n in svc.names()}
     morphs = {n: m.morph for n, m in models.items()}
     if step == "exact-label bonus":
-        term_service.EXACT_BONUS = {k: 0.0 for k in saved["EXACT_BONUS"]}
+        rerank.EXACT_BONUS = {k: 0.0 for k in saved["EXACT_BONUS"]}
     elif step == "generality (one-word queries)":
-        term_service.W_GENERAL = 0.0
+        rerank.W_GENERAL = 0.0
     elif step == "Greek letters spelled":
-        term_service.spell_greek = lambda text: text
+        rewrites.spell_greek = lambda text: text
     elif step == "morphology":
         for m in models.values():
             m.morph = Morphology()
     elif step == "split words joined":
-        term_service.mention_forms = lambda lex, ws: lex.morph.variants(ws)
+        rewrites.mention_forms = lambda vocab, ws: vocab.morph.variants(ws)
     elif step == "spelling correction":
-        term_service.spelled = lambda lex, ws: None
+        rewrites.spelled = lambda vocab, ws: None
     elif step == "abbreviations expanded":
-        term_service.ABBREV_EXPANSIONS = 0
+        rewrites.ABBREV_EXPANSIONS = 0
     return {"saved": saved, "morphs": morphs, "models": models}
 
 
 def _restore(state: dict) -> None:
     for k, v in state["saved"].items():
-        setattr(term_service, k, v)
+        setattr(SWITCHES[k], k, v)
     for n, m in state["models"].items():
         m.morph = state["morphs"][n]
 
@@ -589,10 +595,10 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
                                                     {tid: {normalise(text)} for text, tid in batch})
                 d = tmp / f"enc-{name}-{reading}-{k}"
                 cut = cut_ontology(ont, drop)
-                svc = TermService(d)
+                svc = folder_terms(d)
                 svc.index_ontology(cut, TermIndex(d).write)
                 write_cut_encoder(folder, manifest, d, cut, full)
-                svc = TermService(d)
+                svc = folder_terms(d)
                 svc.encoders = TermEncoders(d, exact=True)
                 served_weight = fusion.WEIGHT
                 try:

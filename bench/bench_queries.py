@@ -12,7 +12,13 @@ What it measures, all against one local service (started on a free loopback port
 2. **Generated corpus** (``indexer.synthetic``, deterministic): recall@16 per gene query kind (symbol, full name,
    older names; ``bench_embedded``'s queries and answer key) and on 50 natural-language questions about genes
    ("What is the role of Delta in wing development?"), whose answer papers are the gene's papers.
-3. **Gene hazards**: ``dl`` vs ``Dl`` and friends on the hand-written fixture corpus (the tests' rules, counted here).
+3. **Gene hazards**: ``dl`` vs ``Dl`` and friends on the hand-written fixture corpus (the tests' rules, counted here),
+   read as plain text and through the query language (issue #26).
+
+Runs (issue #26): ``flysift`` is the service's default for a caller outside a session, the query language
+(``syntax: query``); ``flysift, syntax plain`` reads every character as text (what agents get by default);
+``flysift, planner before`` (``--compare-planner REV``) is the planner of that revision with plain text: REV =
+the commit before #26 gives the figures before the query language and the compound reading.
 
 usage: python bench/bench_queries.py [--data DIR] [--out DIR] [--papers 1000] [--words 1500]
                                      [--compare-planner REV] [--collections med,nfcorpus-test,cranfield]
@@ -31,7 +37,9 @@ seconds of this process (the service runs in it); the machine is shared, so they
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
+import inspect
 import json
 import os
 import subprocess
@@ -101,6 +109,10 @@ def planner_at(rev: str) -> ModuleType:
     return mod
 
 
+def _without_compounds(fn: Any, text: str, compounds: Any = None, **kw: Any) -> Any:
+    return fn(text, **kw)
+
+
 class use_planner:
     """Within the block the service plans queries with ``module.plan`` (the service runs in this process)."""
 
@@ -112,7 +124,10 @@ class use_planner:
 
         self.saved = service.plan
         if self.module is not None:
-            service.plan = self.module.plan
+            fn = self.module.plan
+            if "compounds" not in inspect.signature(fn).parameters:   # a planner from before the compound reading
+                fn = functools.partial(_without_compounds, fn)
+            service.plan = fn
 
     def __exit__(self, *exc: object) -> None:
         import search.retrieval.service as service
@@ -132,6 +147,16 @@ def shouted(coll: Collection) -> Collection:
     return Collection(coll.name, coll.docs, {q: t.upper() for q, t in coll.queries.items()}, coll.qrels)
 
 
+class Plain:
+    """The client, asking for plain-text reading (``syntax: plain``) on every search."""
+
+    def __init__(self, client: Any):
+        self.client = client
+
+    def search_papers(self, *args: Any, **kw: Any) -> Any:
+        return self.client.search_papers(*args, syntax="plain", **kw)
+
+
 def collection_rows(client: Any, data: Path, names: list[str], old: ModuleType | None, log: Any) -> list[dict]:
     rows = []
     for name in names:
@@ -142,11 +167,14 @@ def collection_rows(client: Any, data: Path, names: list[str], old: ModuleType |
         runs: dict[str, dict] = {}
         times: dict[str, dict] = {}
         failed: dict[str, dict[str, str]] = {}
-        for label, c, planner in (("flysift", coll, None), ("flysift, queries in capitals", shouted(coll), None),
-                                  *([("flysift, planner before", coll, old)] if old else [])):
+        for label, c, planner, asker in (
+                ("flysift", coll, None, client), ("flysift, syntax plain", coll, None, Plain(client)),
+                ("flysift, queries in capitals", shouted(coll), None, client),
+                ("flysift, queries in capitals, syntax plain", shouted(coll), None, Plain(client)),
+                *([("flysift, planner before", coll, old, Plain(client))] if old else [])):
             errs: dict[str, str] = {}
             with use_planner(planner):
-                runs[label], times[label] = timed(search_run, client, c, svc, errors=errs)
+                runs[label], times[label] = timed(search_run, asker, c, svc, errors=errs)
             failed[label] = errs
         runs["bm25s reference"], times["bm25s reference"] = timed(bm25s_run, coll)
         log(f"[{name}] scoring {len(runs)} runs")
@@ -188,14 +216,15 @@ def generated_rows(client: Any, papers: int, words: int, old: ModuleType | None,
         questions.append({"kind": "question", "gene": g.id, "relevant": key[g.id],
                           "query": QUESTIONS[(i + i // len(genes)) % len(QUESTIONS)].format(s=g.symbol, f=g.fullname)})
 
-    def ask(qs: list[dict]) -> list[list[str]]:
-        return [[h.pmcid for h in client.search_papers(q["query"], limit=K, collection="generated").hits]
-                for q in qs]
+    def ask(qs: list[dict], syntax: str) -> list[list[str]]:
+        return [[h.pmcid for h in client.search_papers(q["query"], limit=K, collection="generated",
+                                                       syntax=syntax).hits] for q in qs]
 
     out: dict[str, Any] = {"papers": papers, "words": words, "seed": 7}
-    for label, planner in (("flysift", None), *([("flysift, planner before", old)] if old else [])):
+    for label, planner, syntax in (("flysift", None, "query"), ("flysift, syntax plain", None, "plain"),
+                                   *([("flysift, planner before", old, "plain")] if old else [])):
         with use_planner(planner):
-            (hits, qhits), t = timed(lambda: (ask(queries), ask(questions)))
+            (hits, qhits), t = timed(lambda s=syntax: (ask(queries, s), ask(questions, s)))
         q = quality(queries, hits)
         nl = quality([dict(x, kind="symbol") for x in questions], qhits)["symbol"]
         out[label] = {k: q[k] for k in ("symbol", "fullname", "synonym", "all") if k in q} | {"questions": nl,
@@ -206,18 +235,24 @@ def generated_rows(client: Any, papers: int, words: int, old: ModuleType | None,
 
 # -------------------------------------------------------------------------------------------------------- hazards
 
-def hazards() -> dict[str, bool]:
-    """The gene-symbol hazards of the fixture corpus, as the planner + embedded engine answer them."""
+def hazards(syntax: str = "plain") -> dict[str, bool]:
+    """The gene-symbol hazards of the fixture corpus, as the planner (``syntax`` plain) or the query language
+    (``query``) + embedded engine answer them."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from search.core.querylang import parse
+    from search.retrieval.boolean import read_query
     from search.retrieval.planner import plan
 
     from helpers import build_index  # type: ignore[import-not-found]
+
+    def reading(q: str, **kw: Any) -> Any:
+        return plan(q, **kw) if syntax == "plain" else read_query(q, parse(q), "papers", **kw)[0]
 
     with tempfile.TemporaryDirectory() as tmp:
         eng = build_index(Path(tmp))
 
         def ids(q: str, **kw: Any) -> list[str]:
-            return [h.pmcid for h in eng.search_papers(plan(q, **kw)).hits]
+            return [h.pmcid for h in eng.search_papers(reading(q, **kw)).hits]
 
         return {
             "Dl finds only the Delta paper": ids("Dl") == ["PMC100001"],
@@ -336,7 +371,7 @@ def grid_markdown(res: dict) -> str:
 
 # ----------------------------------------------------------------------------------------------------------- main
 
-def markdown(rows: list[dict], gen: dict | None, haz: dict[str, bool]) -> str:
+def markdown(rows: list[dict], gen: dict | None, haz: dict[str, dict[str, bool]]) -> str:
     f = lambda v: "–" if v is None else f"{v:.4f}"  # noqa: E731
     labels = [k for k in rows[0]["runs"]] if rows else []
     lines = ["| collection | " + " | ".join(f"{lab} nDCG@10" for lab in labels) + " | flysift − reference |",
@@ -357,14 +392,15 @@ def markdown(rows: list[dict], gen: dict | None, haz: dict[str, bool]) -> str:
         lines += ["", f"Generated corpus ({gen['papers']} papers × ~{gen['words']} words, seed 7), recall@16:", "",
                   "| planner | symbol | full name | older names | all gene queries | 50 questions |",
                   "|---|---|---|---|---|---|"]
-        for k in ("flysift", "flysift, planner before"):
+        for k in ("flysift", "flysift, syntax plain", "flysift, planner before"):
             if k in gen:
                 g = gen[k]
                 lines.append(f"| {k} | " + " | ".join(
                     f"{g[x]['recall@16']:.3f} ({g[x]['queries']})" for x in ("symbol", "fullname", "synonym", "all",
                                                                               "questions")) + " |")
-    lines += ["", "Gene hazards (fixture corpus): " + ", ".join(f"{k}: {'yes' if v else 'NO'}"
-                                                              for k, v in haz.items())]
+    for syntax, found in haz.items():
+        lines += ["", f"Gene hazards (fixture corpus, syntax {syntax}): " + ", ".join(
+            f"{k}: {'yes' if v else 'NO'}" for k, v in found.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -405,7 +441,7 @@ def main() -> None:
     with local_service() as url, Client(url) as client:
         rows = collection_rows(client, args.data, [c for c in args.collections.split(",") if c], old, log)
         gen = generated_rows(client, args.papers, args.words, old, log) if args.papers else None
-    haz = hazards()
+    haz = {"plain": hazards("plain"), "query": hazards("query")}
     total = {"wall_s": round(time.perf_counter() - started[0], 1), "cpu_s": round(time.process_time() - started[1], 1)}
     md = markdown(rows, gen, haz) + f"\nWhole run: {total['wall_s']} s wall, {total['cpu_s']} s CPU.\n"
     print(md)

@@ -95,16 +95,11 @@ def cpu_per_call(fn, args: list, repeat: int) -> float:
 def in_process_calls(data: Path, qs: list[str], sid: str) -> dict[str, tuple[Callable[[Any], Any], list]]:
     """The in-process calls measured, each with the arguments it cycles through."""
     from search.core.config import Settings
-    from search.ontology.service import TermService
-    from search.retrieval.service import SearchService
+    from search.services import Services
     from search.sessions.keys import LOCAL
-    from search.sessions.service import SessionService
-    from search.sessions.store import open_store
 
-    settings = Settings(data_dir=data)
-    svc = SearchService(settings)
-    terms = TermService(settings.data_dir, engine=svc.engine())
-    sessions = SessionService(open_store(settings), settings, terms=terms)
+    services = Services.open(Settings(data_dir=data))
+    svc, terms, sessions = services.search, services.terms, services.sessions
     return {
         "paper search (engine + planner)": (lambda q: svc.search_papers(q, limit=10), qs),
         "paper search + JSON": (lambda q: svc.search_papers(q, limit=10).model_dump_json(), qs),
@@ -290,10 +285,7 @@ def http_matrix(base: str, server: psutil.Process, eps: dict[str, list[dict[str,
         for c in conns:
             before = cpu_per_call(*peer, ADJACENT_CALLS) if peer else None
             cpu0 = tree_cpu(server)
-            if wrk:
-                r = run_wrk(base, script, c, seconds)
-            else:
-                r = asyncio.run(_asyncio_load(base, reqs, c, seconds))
+            r = run_wrk(base, script, c, seconds) if wrk else asyncio.run(_asyncio_load(base, reqs, c, seconds))
             cpu = tree_cpu(server) - cpu0
             r |= {"endpoint": name, "connections": c, "client": "wrk" if wrk else "asyncio",
                   "server_cpu_ms_per_request": round(cpu / max(1, r["requests"]) * 1000, 3)}

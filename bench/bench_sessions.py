@@ -52,8 +52,9 @@ def build(work: Path, papers: int, words: int, seed: int) -> tuple[Path, dict[st
     """Index the generated corpus (reused when the parameters match) and write the lexicon next to it."""
     cfg = SyntheticConfig(n_papers=papers, words_per_paper=words, seed=seed)
     data = work / f"data-{papers}-{words}-{seed}"
-    if not (data / "collections" / "default" / "CURRENT").exists():
-        build = EmbeddedEngine(data).open_build("bench-sessions", resume=False)
+    engine = EmbeddedEngine(data)
+    if not engine.has_index():
+        build = engine.open_build("bench-sessions", resume=False)
         for p in generate(cfg):
             build.add(p, split_passages(p))
         build.commit({})
@@ -89,7 +90,7 @@ class Stats:
             async with client.request(method, url, json=json, params=params, headers=headers) as r:
                 raw = await r.read()
                 ctype = r.headers.get("content-type", "")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             self.errors[f"{tool}: {type(e).__name__}"] += 1
             return None
         self.ms[tool].append((time.perf_counter() - t0) * 1000)
@@ -174,7 +175,7 @@ async def warm_up(base: str, gene) -> None:
 def store_ops(path: Path, n: int) -> dict[str, float]:
     """Microseconds per store operation on an idle SQLite store (what a session adds to a call)."""
     from search.core.models import Gene
-    from search.sessions.models import Session, TraceEvent
+    from search.schema.sessions import Session, TraceEvent
     from search.sessions.store import SqliteStore
 
     st = SqliteStore(path)

@@ -38,7 +38,7 @@ from indexer.supplements.limits import DEFAULT  # noqa: E402
 from search.core.config import Settings  # noqa: E402
 from search.core.query import Filters  # noqa: E402
 from search.core.supplements import SupplementFile  # noqa: E402
-from search.retrieval.service import SearchService  # noqa: E402
+from search.services import Services  # noqa: E402
 
 from helpers import SUPPLEMENT_FIXTURES, supplement_package  # type: ignore[import-not-found]  # noqa: E402
 
@@ -146,9 +146,9 @@ def growth_and_recall(rows: int) -> dict:
         for label, source in (("before", before_dir), ("after", pkg)):
             settings = Settings(data_dir=tmp / f"data-{label}", engine="embedded")
             t0, c0 = time.perf_counter(), cpu()
-            summary = index_corpus([source], settings, workers=1)
+            summary = index_corpus([source], Services.open(settings), workers=1)
             wall, used = time.perf_counter() - t0, cpu() - c0
-            svc = SearchService(settings)
+            svc = Services.open(settings).search
             st = svc.engine().stats()
             papers = sum(any(h.pmcid == "PMC990001" for h in svc.search_papers(f'"{i}"', limit=5).hits) for i in ids)
             passages = sum(any(h.source == "supplement" and i in h.text

@@ -22,8 +22,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    from search.ontology.service import TermService
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -168,7 +172,7 @@ def served(cmd: Sequence[str], ready_url: str, *, env: dict[str, str] | None = N
     """Start a server process, wait until ``ready_url`` answers 2xx, and stop it (SIGTERM, then SIGKILL) on exit."""
     import httpx
 
-    log = tempfile.TemporaryFile("w+")
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - the server's output, read after it stops
     proc = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + timeout_s
@@ -249,3 +253,12 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def folder_terms(data_dir: Path) -> TermService:
+    """The term service of a data folder on the embedded engine, wired as the service wires it (the benchmarks of
+    term ranking hold a folder, not a deployment)."""
+    from search.core.config import Settings
+    from search.services import Services
+
+    return Services.open(Settings(data_dir=data_dir, engine="embedded")).terms

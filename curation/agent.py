@@ -81,11 +81,6 @@ class GeneResult:
         rec["usage"] = {**empty_usage(), **self.usage}
         return rec
 
-    @classmethod
-    def from_run_record(cls, gene_id: str, rec: dict[str, Any]) -> GeneResult:
-        known = {k: rec[k] for k in ("output", "usage", "error", "session_id", "elapsed_s", "extra") if k in rec}
-        return cls(gene_id=gene_id, **{"output": None, **known})
-
 
 class Agent(Protocol):
     """A curation agent: curates ``task`` through ``client`` (which it may give a session id) and never raises for

@@ -316,10 +316,6 @@ class ReplayBackend:
             if ex.get("kind", "exchange") == "exchange":
                 self._queues[ex["stream"]].append(ex)
 
-    @classmethod
-    def from_file(cls, path: str | Path) -> ReplayBackend:
-        return cls(read_transcript(path))
-
     async def complete(self, request: dict[str, Any], stream: str, config: ModelConfig,
                        deadline: float | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         queue = self._queues.get(stream)

@@ -117,9 +117,9 @@ def ir_cmd(collection_dir: Path, modes: tuple[str, ...], baselines: tuple[Path, 
     ranx; writes metrics.json, per_query.json, TREC run files, report.md and per_query_delta.png. Each stage prints
     a line; on a terminal a bar counts the queries. Needs a running flysift service (--url / FLYSIFT_URL)."""
     from eval.ir import evaluate_collection, service_collection_name
-    from search.cli.progress import Progress
     from search.client import Client, ClientError
     from search.core.extras import require
+    from search.core.progress import Progress
 
     require("ranx", "eval", "flysift eval ir")        # before anything is written into the service
     require("matplotlib", "eval", "the eval ir report")

@@ -6,11 +6,14 @@ from pathlib import Path
 
 import click
 
+from indexer.concepts import concepts
 from indexer.dense_cli import dense
 from indexer.ontologies import ontology
 from indexer.pipeline import COMMIT_EVERY, MAX_DEFAULT_WORKERS, POOL_MIN_BYTES, index_corpus, summary_line
-from search.cli.main import data_dir_option, settings_for
-from search.cli.progress import Progress
+from search.cli.options import data_dir_option, settings_for
+from search.core.names import DEFAULT_COLLECTION
+from search.core.progress import Progress
+from search.services import Services
 
 
 @click.group()
@@ -20,6 +23,7 @@ def index() -> None:
 
 index.add_command(ontology)
 index.add_command(dense)
+index.add_command(concepts)
 
 
 @index.command("corpus")
@@ -29,7 +33,7 @@ index.add_command(dense)
               show_default=True)
 @click.option("--id-map", type=click.Path(exists=True, path_type=Path),
               help="TSV of file name, PMCID, PMID for XML files without a PMCID (e.g. CRAFT's craft-idmappings.txt)")
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--strict", is_flag=True, help="Stop at the first bad record instead of reporting it")
 @click.option("--no-resume", is_flag=True, help="Start a fresh build even if an interrupted one matches these inputs")
 @click.option("--commit-every", type=click.IntRange(min=1), default=COMMIT_EVERY, show_default=True,
@@ -51,7 +55,7 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
     Nothing is published (exit status 2, the live build keeps serving) when the inputs hold no record, every
     record is rejected, or the build is much smaller than the live one; disk full or a read-only data dir end the
     run with one line naming the path and the fix."""
-    settings = settings_for(data_dir)
+    services = Services.open(settings_for(data_dir))
     warnings: list[str] = []
 
     with Progress("records", json_lines=as_json) as progress:
@@ -60,7 +64,7 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
             if len(warnings) <= 20:
                 progress.write(f"warning: {msg}", always=True)
 
-        summary = index_corpus(list(sources), settings, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
+        summary = index_corpus(list(sources), services, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
                                collection=collection, commit_every=commit_every, progress=progress.update, warn=warn,
                                allow_shrink=allow_shrink, workers=workers)
     if len(warnings) > 20:
@@ -77,15 +81,13 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
         click.echo(summary_line(summary))
 
 
-def _index_ontology_sample(settings) -> None:
+def _index_ontology_sample(services: Services) -> None:
     """Index the shipped GO/FBbt/FBdv sample (indexer.ontology_sample) so term search and id checks work after demo;
     an ontology already indexed (a full file, or the sample by an earlier demo) is left as it is."""
     from indexer.ontology_sample import sample_files
-    from search.engines import open_engine
     from search.ontology.model import Ontology
-    from search.ontology.service import TermService
 
-    service = TermService(settings.data_dir, engine=open_engine(settings))
+    service = services.terms
     done, indexed = [], set(service.names())
     for name, path in sample_files().items():
         if name in indexed:
@@ -107,32 +109,30 @@ def _index_ontology_sample(settings) -> None:
 def demo(data_dir: Path | None, papers: int, queries: tuple[str, ...], serve: bool, port: int) -> None:
     """Generate a sample corpus, index it, answer sample queries (and optionally serve it)."""
     from indexer.synthetic import SyntheticConfig, bundled_genes, write_corpus
-    from search.retrieval.service import SearchService
     from search.text.lexicon import Lexicon
 
-    settings = settings_for(data_dir)
+    services = Services.open(settings_for(data_dir))
+    settings = services.settings
     sample_dir = Path(settings.data_dir) / "sample"
     info = write_corpus(SyntheticConfig(n_papers=papers), sample_dir)
     click.echo(f"sample corpus: {sample_dir / 'corpus.jsonl'} ({info['papers']} papers, {info['words']} words)",
                err=True)
     # the service loads <data_dir>/lexicon.tsv, so sessions can name the sample's genes (gene=, synonym policies)
     Lexicon(bundled_genes()).save(Path(settings.data_dir) / "lexicon.tsv")
-    summary = index_corpus([sample_dir / "corpus.jsonl"], settings)
+    summary = index_corpus([sample_dir / "corpus.jsonl"], services)
     click.echo(f"indexed {summary.indexed} papers, {summary.passages} passages in {summary.seconds:.1f} s "
                f"into {settings.data_dir}", err=True)
-    _index_ontology_sample(settings)
-    svc = SearchService(settings)
+    _index_ontology_sample(services)
+    svc = services.search
     for q in queries or ("Su(H)", "Dl", "dl", "abd-A expression"):
         res = svc.search_papers(q, limit=3)
         click.echo(f"\n{q!r}: {res.total} papers ({res.took_ms:.1f} ms)")
         for h in res.hits:
             click.echo(f"  {h.pmcid}  {h.score:6.2f}  {h.title[:90]}")
-    if serve:
-        import uvicorn
+    if serve:   # the root CLI's serve command, in one process: the indexer itself needs no HTTP layer
+        from search.cli.main import serve as serve_command
 
-        from search.api.app import create_app
-
-        click.echo(f"\nserving on http://127.0.0.1:{port} (OpenAPI: /docs); Ctrl-C stops", err=True)
-        uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        click.get_current_context().invoke(serve_command, data_dir=settings.data_dir, host="127.0.0.1", port=port,
+                                           workers=1, access_log=False)
     else:
         click.echo(f"\nnext: flysift serve --data-dir {settings.data_dir}   (or: flysift demo --serve)", err=True)

@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from search.cli.main import data_dir_option, settings_for
-from search.cli.progress import Progress
-from search.retrieval.dense import (
+from search.cli.options import data_dir_option, settings_for
+from search.core.names import DEFAULT_COLLECTION
+from search.core.progress import Progress
+from search.engines.dense import (
     BACKEND_ENV,
     BACKENDS,
     BATCH_SIZE,
@@ -20,11 +21,12 @@ from search.retrieval.dense import (
     MODEL_ENV,
     build_dense,
 )
+from search.services import Services
 
 
 @click.command("dense")
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--device", type=click.Choice(DEVICES), envvar=DEVICE_ENV, default="auto", show_default=True,
               help=f"cuda when torch sees a GPU, else cpu (env {DEVICE_ENV}); an absent cuda is an error")
 @click.option("--backend", type=click.Choice(BACKENDS), envvar=BACKEND_ENV, default="auto", show_default=True,
@@ -41,7 +43,7 @@ def dense(data_dir: Path | None, collection: str, device: str, backend: str, bat
           model: str | None, no_resume: bool, as_json: bool) -> None:
     """Embed the passages of the collection's published build (needs the 'dense' extra). Rerun after each
     `flysift index corpus`: the dense index belongs to one build."""
-    settings = settings_for(data_dir)
+    services = Services.open(settings_for(data_dir))
     with Progress("passages", json_lines=as_json, mininterval=1.0) as progress:
         progress.stage(f"embedding the passages of {collection!r}", collection=collection)
 
@@ -49,8 +51,9 @@ def dense(data_dir: Path | None, collection: str, device: str, backend: str, bat
             progress.stage(f"encoder: {info['backend']} on {info['device']} ({info['dtype']}), batches of "
                            f"{info['batch_size']}, {info['threads']} CPU threads", always=True, **info)
 
-        meta = build_dense(settings.data_dir, collection, batch_size=batch_size, progress=progress.update,
-                           model=model, resume=not no_resume, device=device, backend=backend, announce=announce)
+        meta = build_dense(services.engine(collection), services.settings.data_dir, batch_size=batch_size,
+                           progress=progress.update, model=model, resume=not no_resume, device=device,
+                           backend=backend, announce=announce)
     rate = f"{meta['passages_per_s']} passages/s" if meta["passages_per_s"] else "nothing to embed"
     on = f" with {meta['backend']} on {meta['device']} ({meta['dtype']})" if "backend" in meta else ""
     click.echo(f"dense index of {collection!r}: {meta['count']} passages, {meta['index']} index, dim {meta['dim']}, "

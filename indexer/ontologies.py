@@ -1,4 +1,5 @@
-"""``flysift index ontology FILE --name go|fbbt|fbdv``: load an OBO file, index its terms, keep the compact form."""
+"""``flysift index ontology FILE --name go|fbbt|fbdv``: load an ontology file (OBO, OWL RDF/XML or OBO Graphs JSON),
+index its terms, keep the compact form."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 
 import click
 
-from search.cli.main import data_dir_option, settings_for
-from search.cli.progress import Progress
+from search.cli.options import data_dir_option, settings_for
 from search.core.names import ONTOLOGY_PATTERN, is_valid
+from search.core.progress import Progress
 
 
 def name_mismatch(name: str, ids: Sequence[str]) -> str | None:
@@ -54,7 +55,7 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option("--name", required=True, callback=_name,
               help="Ontology name: go, fbbt, fbdv (known id formats) or another lower-case name")
 @data_dir_option
-@click.option("--no-cache", is_flag=True, help="Parse the OBO file even if the ontology cache has it")
+@click.option("--no-cache", is_flag=True, help="Parse the file even if the ontology cache has it")
 @click.option("--allow-name-mismatch", is_flag=True,
               help="Index under --name even when the file's ids belong to another known ontology")
 @click.option("--dense/--no-dense", default=False,
@@ -64,14 +65,15 @@ def _name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               help="Stages as JSON lines on stderr; end with a one-line JSON summary on stdout")
 def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow_name_mismatch: bool,
              dense: bool, as_json: bool) -> None:
-    """Index an OBO ontology (plain or .gz) for term search, lookups and the hierarchy, and, with ``--dense``, its
-    dense term index. On a terminal each stage prints a line as it starts (GO takes about a minute; its dense term
-    index ~20 minutes of CPU, so it is asked for, never a surprise of having the extra installed)."""
-    from search.engines import open_engine
+    """Index an ontology (OBO, OWL RDF/XML or OBO Graphs JSON; plain or .gz; the last two need the 'owl' extra) for
+    term search, lookups and the hierarchy, and, with ``--dense``, its dense term index. On a terminal each stage
+    prints a line as it starts (GO takes about a minute; its dense term index ~20 minutes of CPU, so it is asked for,
+    never a surprise of having the extra installed)."""
     from search.ontology.model import Ontology
-    from search.ontology.service import TermService
+    from search.services import Services
 
-    settings = settings_for(data_dir)
+    services = Services.open(settings_for(data_dir))
+    settings = services.settings
     progress = Progress("terms", json_lines=as_json)
     t0 = time.perf_counter()
     progress.stage(f"{name}: reading {file}", ontology=name, file=str(file))
@@ -83,7 +85,7 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
     stats = ont.stats()
     progress.stage(f"{name}: indexing {stats['terms']} terms (search index, hierarchy, re-ranker model)",
                    ontology=name, terms=stats["terms"])
-    n = TermService(settings.data_dir, engine=open_engine(settings)).index_ontology(ont)
+    n = services.terms.index_ontology(ont)
     indexed = time.perf_counter() - t0 - loaded
     dense_meta = _dense_terms(settings.data_dir, ont, progress) if dense else None
     vectors = (f"; dense term index: {dense_meta['vectors']} vectors ({dense_meta['backend']}) in "

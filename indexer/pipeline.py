@@ -1,7 +1,9 @@
 """The indexing run: sources → validated papers → passages → an engine build, with nothing lost.
 
 Every input record ends up either in the index or as a line of the rejects report (JSONL of
-``search.core.models.Reject``).
+``search.core.models.Reject``). The run is an adapter of the build service (``search.builds.service``): it opens a
+``BuildWriter``, adds what the workers prepared (``search.builds.service.prepare``), records the engine's refusals
+and publishes through it, as the REST build routes do.
 The run commits every ``commit_every`` records together with its resume state (records consumed, counters, the
 pmcids seen and the rejects file length), so a killed run continues where it committed; adds are upserts, so records
 after the last commit are simply added again. The new index becomes visible only when the whole run publishes.
@@ -31,11 +33,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from indexer.sources import IdMap, Unit, iter_units, parse_unit
-from search.core.config import Settings
+from search.builds.service import prepare
 from search.core.errors import InputError, Unavailable
 from search.core.models import IndexSummary, Paper, Passage, Reject
-from search.engines import BuildRefused, open_engine, storage_error
-from search.text.passages import split_passages
+from search.core.names import DEFAULT_COLLECTION
+from search.engines import BuildRefused, storage_error
+from search.services import Services
 
 log = logging.getLogger("flysift.indexer")
 
@@ -79,9 +82,8 @@ def prepare_unit(unit: Unit, preparer: Callable[[Paper, list[Passage]], Any]) ->
     item = parse_unit(unit)
     if item.paper is None:
         return Ready(item.source, item.record, unit.end, reject=item.reject, warnings=item.warnings)
-    passages = split_passages(item.paper) + item.supplement_passages
-    return Ready(item.source, item.record, unit.end, item.paper.pmcid, None, item.warnings, len(passages),
-                 preparer(item.paper, passages))
+    passages, prepared = prepare(item.paper, preparer, item.supplement_passages)
+    return Ready(item.source, item.record, unit.end, item.paper.pmcid, None, item.warnings, passages, prepared)
 
 
 def prepare_chunk(units: list[Unit], preparer: Callable[[Paper, list[Passage]], Any]) -> list[Ready]:
@@ -170,8 +172,8 @@ def fingerprint(paths: Iterable[Path], fmt: str, id_map: Path | None) -> str:
     return h.hexdigest()[:16]
 
 
-def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id_map: Path | None = None,
-                 strict: bool = False, resume: bool = True, collection: str = "default",
+def index_corpus(paths: list[Path], services: Services, *, fmt: str = "auto", id_map: Path | None = None,
+                 strict: bool = False, resume: bool = True, collection: str = DEFAULT_COLLECTION,
                  commit_every: int = COMMIT_EVERY, progress: Callable[[int, int | None], None] | None = None,
                  warn: Callable[[str], None] = log.warning, allow_shrink: bool = False,
                  workers: int | None = None) -> IndexSummary:
@@ -189,12 +191,13 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
     resume. Failed writes (disk full, read-only data dir) raise ``StorageError``: one line with the path and the fix.
     """
     t0 = time.perf_counter()
-    engine = open_engine(settings, collection=collection)
+    settings = services.settings
+    preparer = services.engine(collection).preparer()
     idmap = IdMap.load(id_map) if id_map else None
     units = iter_units(paths, fmt, idmap)  # checks paths and format before a build is opened
     workers = workers or settings.index_workers or (
         default_workers() if units.total_bytes >= POOL_MIN_BYTES else 1)
-    build = engine.open_build(fingerprint(paths, fmt, id_map), resume=resume)
+    build = services.builds.open(collection, fingerprint(paths, fmt, id_map), resume=resume)
     state = dict(build.state)
     consumed = state.get("consumed", 0)
     counts = {k: state.get(k, 0) for k in ("read", "rejected", "duplicates", "passages")}
@@ -215,20 +218,18 @@ def index_corpus(paths: list[Path], settings: Settings, *, fmt: str = "auto", id
                              record=r.record, field=r.field, pmcid=r.pmcid)
 
     def commit(n: int) -> None:
-        build.flush()  # so that every refusal up to here is in build.failures before the resume state is saved
-        for failure in build.failures:  # papers the engine refused (a cluster's mapping conflicts)
-            reject(failure)
-        build.failures.clear()
+        for failure in build.refused():  # papers the engine refused (a cluster's mapping conflicts), recorded before
+            reject(failure)               # the resume state is saved
         assert rejects is not None
         rejects.flush()
         build.commit({"consumed": n, **counts, "seen": sorted(seen), "rejects_bytes": rejects.tell()})
 
     rejects: BinaryIO | None = None
     n = consumed
-    preparing = Preparing(workers, engine.preparer())
+    preparing = Preparing(workers, preparer)
     try:
         rejects_path.parent.mkdir(parents=True, exist_ok=True)
-        rejects = open(rejects_path, "a+b")
+        rejects = open(rejects_path, "a+b")  # noqa: SIM115 - written all run long, closed in the finally
         rejects.truncate(state.get("rejects_bytes", 0))
         rejects.seek(0, 2)
         # records up to the last commit are read again but neither parsed nor added

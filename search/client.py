@@ -20,11 +20,29 @@ from typing import Any, Literal, TypeVar, cast
 import httpx
 from pydantic import BaseModel
 
-from search.core.models import IndexStats, IndexSummary, Paper, PaperSearchResults, PaperText, PassageSearchResults
+from search.core.models import (
+    CollectionInfo,
+    IndexStats,
+    IndexSummary,
+    Paper,
+    PaperSearchResults,
+    PaperText,
+    PassageSearchResults,
+)
+from search.core.names import DEFAULT_COLLECTION
 from search.core.query import Filters
 from search.core.supplements import SupplementList, SupplementRead
-from search.flyaoc.validation import ValidationReport
-from search.sessions.models import BudgetPolicy, Coverage, HiddenSpec, Session, Submission, SynonymPolicy, TraceEvent
+from search.schema.flyaoc import ValidationReport
+from search.schema.hidden import HiddenSpec
+from search.schema.sessions import BudgetPolicy, Coverage, Session, Submission, SynonymPolicy, TraceEvent
+from search.schema.terms import (
+    RecogniseResponse,
+    TermLabelPage,
+    TermList,
+    TermLookup,
+    TermResolveResponse,
+    TermSearchResponse,
+)
 
 DEFAULT_TIMEOUT = 30.0
 DENSE_BUILD_TIMEOUT = 1800.0
@@ -80,6 +98,7 @@ class Unavailable(ClientError):
 
 ERRORS_BY_CODE: dict[str, type[ClientError]] = {
     "invalid_request": InvalidRequestError, "limit_exceeded": InvalidRequestError, "bad_request": InvalidRequestError,
+    "query_syntax": InvalidRequestError, "rebuild_needed": ConflictError, "concepts_missing": ConflictError,
     "unauthorized": AuthError, "forbidden": AuthError,
     "not_found": NotFoundError, "term_hidden": NotFoundError, "session_closed": ConflictError,
     "budget_exhausted": BudgetExhausted,
@@ -170,20 +189,6 @@ def _params(**kw: Any) -> dict[str, Any]:
     return out
 
 
-def _terms_models():
-    """Term response models live with the term service; imported when first needed (it loads the term index)."""
-    from search.ontology import service as terms
-
-    return terms
-
-
-def _api_models():
-    """The API's own response models; imported when first needed."""
-    from search.api import models
-
-    return models
-
-
 class _Endpoints:
     """Every endpoint, once. ``_send`` (sync or async) performs the request."""
 
@@ -204,14 +209,17 @@ class _Endpoints:
     def health(self) -> dict[str, Any]:
         return self._send(_Request("GET", "/v1/health"))
 
-    def stats(self, collection: str = "default") -> IndexStats:
+    def stats(self, collection: str = DEFAULT_COLLECTION) -> IndexStats:
         return self._send(_Request("GET", "/v1/stats", _model(IndexStats), params={"collection": collection}))
 
     # ---- papers and passages ----------------------------------------------------------------------------------
     @staticmethod
-    def _search_body(query: str, limit: int, offset: int, filters: Filters | dict | None, snippets: bool | None,
-                     collection: str, gene: str | None, mode: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"query": query, "limit": limit, "offset": offset, "collection": collection}
+    def _search_body(query: str, limit: int | None, offset: int, filters: Filters | dict | None,
+                     snippets: bool | None, collection: str, gene: str | None, mode: str | None = None,
+                     **extra: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": query, "offset": offset, "collection": collection}
+        if limit is not None:
+            body["limit"] = limit
         if mode is not None:
             body["mode"] = mode
         if filters is not None:
@@ -220,41 +228,75 @@ class _Endpoints:
             body["snippets"] = snippets
         if gene is not None:
             body["gene"] = gene
+        body.update({k: _dump(v) for k, v in extra.items() if v is not None})
         return body
 
     def search_papers(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
-                      snippets: bool | None = None, collection: str = "default", gene: str | None = None,
-                      mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PaperSearchResults:
+                      snippets: bool | None = None, collection: str = DEFAULT_COLLECTION, gene: str | None = None,
+                      mode: Literal["bm25", "dense", "hybrid"] | None = None,
+                      syntax: Literal["query", "plain"] | None = None, highlight: bool | dict | None = None,
+                      facets: Iterable[str] | None = None, explain: bool | None = None) -> PaperSearchResults:
         """Papers, best first (BM25 by default; gene symbols are case-sensitive; ``mode`` dense or hybrid needs the
-        collection's dense index). Searching never spends budget."""
+        collection's dense index). Searching never spends budget. ``syntax``: ``query`` (the query language; the
+        service's default outside a session) or ``plain``; ``highlight``: ``True`` or its settings (``pre_tag``,
+        ``post_tag``, ``fragment_size``, ``number_of_fragments``, ``encoder``); ``facets``: ``year``, ``section``."""
         return self._send(_Request("POST", "/v1/papers/search", _model(PaperSearchResults),
                                    json=self._search_body(query, limit, offset, filters, snippets, collection, gene,
-                                                          mode)))
+                                                          mode, syntax=syntax, highlight=highlight,
+                                                          facets=list(facets) if facets else None,
+                                                          explain=explain)))
 
     def search_passages(self, query: str, limit: int = 10, offset: int = 0, filters: Filters | dict | None = None,
-                        snippets: bool | None = None, collection: str = "default", gene: str | None = None,
-                        mode: Literal["bm25", "dense", "hybrid"] | None = None) -> PassageSearchResults:
-        """Evidence passages (paragraphs with stable ids and character offsets), best first."""
+                        snippets: bool | None = None, collection: str = DEFAULT_COLLECTION, gene: str | None = None,
+                        mode: Literal["bm25", "dense", "hybrid"] | None = None,
+                        syntax: Literal["query", "plain"] | None = None, highlight: bool | dict | None = None,
+                        facets: Iterable[str] | None = None, titles: bool | None = None,
+                        explain: bool | None = None) -> PassageSearchResults:
+        """Evidence passages (paragraphs with stable ids and character offsets), best first (``titles``: with their
+        papers' titles; the other options as ``search_papers``)."""
         return self._send(_Request("POST", "/v1/passages/search", _model(PassageSearchResults),
                                    json=self._search_body(query, limit, offset, filters, snippets, collection, gene,
-                                                          mode)))
+                                                          mode, syntax=syntax, highlight=highlight,
+                                                          facets=list(facets) if facets else None, titles=titles,
+                                                          explain=explain)))
+
+    def similar_papers(self, pmcid: str, limit: int = 10, offset: int = 0, collection: str = DEFAULT_COLLECTION,
+                       snippets: bool = False, highlight: bool = False) -> PaperSearchResults:
+        """Papers like ``pmcid`` (more-like-this); ``query.terms`` holds the words it was found by."""
+        return self._send(_Request("GET", f"/v1/papers/{pmcid}/similar", _model(PaperSearchResults),
+                                   params=_params(limit=limit, offset=offset, collection=collection,
+                                                  snippets=snippets, highlight=highlight)))
+
+    def collections(self) -> list[CollectionInfo]:
+        """The collections with a published build (papers, passages, build, engine, ontologies)."""
+        return self._send(_Request("GET", "/v1/collections",
+                                   lambda body: [CollectionInfo.model_validate(c) for c in body["collections"]]))
+
+    @staticmethod
+    def _export_request(kind: Literal["papers", "passages"], query: str, format: str, max_hits: int | None,
+                        filters: Filters | dict | None, collection: str, gene: str | None,
+                        syntax: Literal["query", "plain"] | None, trec_qid: str | None,
+                        run_tag: str | None) -> tuple[str, dict[str, Any]]:
+        body = _Endpoints._search_body(query, None, 0, filters, None, collection, gene, None, syntax=syntax,
+                                       format=format, max_hits=max_hits, trec_qid=trec_qid, run_tag=run_tag)
+        return f"/v1/{kind}/search", body
 
     def get_paper(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
-                  cursor: str | None = None, collection: str = "default") -> PaperText:
+                  cursor: str | None = None, collection: str = DEFAULT_COLLECTION) -> PaperText:
         """One page of a paper's text; ``next_cursor`` continues it. In a session, reading spends budget."""
         return self._send(_Request("GET", f"/v1/papers/{pmcid}", _model(PaperText),
                                    params=_params(sections=list(sections) if sections is not None else None,
                                                   max_chars=max_chars, cursor=cursor, collection=collection)))
 
     # ---- supplementary files ----------------------------------------------------------------------------------
-    def list_supplements(self, pmcid: str, collection: str = "default") -> SupplementList:
+    def list_supplements(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> SupplementList:
         """A paper's supplementary files with their sheets or pages and extraction status (free in a session)."""
         return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements", _model(SupplementList),
                                    params={"collection": collection}))
 
     def read_supplement(self, pmcid: str, file: int | str, part: int | str | None = None, start: int | None = None,
                         limit: int | None = None, max_chars: int | None = None,
-                        collection: str = "default") -> SupplementRead:
+                        collection: str = DEFAULT_COLLECTION) -> SupplementRead:
         """A page of one sheet, table, text or PDF of a file (by number or name): rows with the table's header, so
         tables can be joined; ``next_start`` continues. In a session this reads the paper (budget)."""
         return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}", _model(SupplementRead),
@@ -263,7 +305,7 @@ class _Endpoints:
 
     def read_supplement_csv(self, pmcid: str, file: int | str, part: int | str | None = None,
                             start: int | None = None, limit: int | None = None,
-                            collection: str = "default") -> str:
+                            collection: str = DEFAULT_COLLECTION) -> str:
         """The same page as CSV text (header first; cells that would run as formulas neutralised)."""
         return self._send(_Request("GET", f"/v1/papers/{pmcid}/supplements/{file}",
                                    params=_params(part=None if part is None else str(part), start=start, limit=limit,
@@ -352,8 +394,9 @@ class _Endpoints:
     def search_terms(self, query: str | None = None, ontology: str = "go", aspect: str | None = None,
                      limit: int = 10, include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
                      hidden_descendants: bool | None = None, *, q: str | None = None,
-                     mode: Literal["bm25", "dense", "hybrid"] | None = None, mf_activity_only: bool | None = None):
-        """Terms by name, synonym, definition or id (``search.ontology.service.TermSearchResponse``). ``q`` is the
+                     mode: Literal["bm25", "dense", "hybrid"] | None = None,
+                     mf_activity_only: bool | None = None) -> TermSearchResponse:
+        """Terms by name, synonym, definition or id. ``q`` is the
         deprecated name of ``query`` (one release; a DeprecationWarning). ``mode`` dense or hybrid needs the
         data dir's term encoder or the ontology's dense term index (409 ``dense_unavailable`` otherwise); by default
         the service uses hybrid where a term encoder fits. ``mf_activity_only``: GO molecular functions only for an
@@ -366,52 +409,54 @@ class _Endpoints:
         if query is None:
             raise TypeError("search_terms: query is required")
         return self._send(_Request("GET", "/v1/terms/search",
-                                   lambda b: _terms_models().TermSearchResponse.model_validate(b),
+                                   _model(TermSearchResponse),
                                    params=_params(query=query, ontology=ontology, aspect=aspect, limit=limit,
                                                   include_obsolete=include_obsolete, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants, mode=mode,
                                                   mf_activity_only=mf_activity_only)))
 
     def get_term(self, term_id: str, hidden: str | Iterable[str] | None = None,
-                 hidden_descendants: bool | None = None):
-        """A term by primary or alternative id (``search.ontology.service.TermLookup``)."""
+                 hidden_descendants: bool | None = None) -> TermLookup:
+        """A term by primary or alternative id; an alternative id resolves with a note."""
         return self._send(_Request("GET", f"/v1/terms/{term_id}",
-                                   lambda b: _terms_models().TermLookup.model_validate(b),
+                                   _model(TermLookup),
                                    params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def related_terms(self, term_id: str, direction: Literal["ancestors", "descendants", "parents", "children"],
                       relations: str | None = None, limit: int | None = None,
-                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Ancestors, descendants, parents or children of a term (``search.ontology.service.TermList``)."""
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                      ) -> TermList:
+        """Ancestors, descendants, parents or children of a term."""
         return self._send(_Request("GET", f"/v1/terms/{term_id}/{direction}",
-                                   lambda b: _terms_models().TermList.model_validate(b),
+                                   _model(TermList),
                                    params=_params(relations=relations, limit=limit, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
 
     def resolve_terms(self, text: str, ontology: str = "go", aspect: str | None = None, limit: int = 5,
-                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Terms ranked for a free-text description (``search.ontology.service.TermResolveResponse``: the list is
-        ``results``)."""
+                      hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                      ) -> TermResolveResponse:
+        """Terms ranked for a free-text description (the list is ``results``)."""
         return self._send(_Request("GET", "/v1/terms/resolve",
-                                   lambda b: _terms_models().TermResolveResponse.model_validate(b),
+                                   _model(TermResolveResponse),
                                    params=_params(text=text, ontology=ontology, aspect=aspect, limit=limit,
                                                   hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def term_labels(self, ontology: str = "go", limit: int | None = None, cursor: str | None = None,
-                    hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """One page of every live term's labels (``search.ontology.service.TermLabelPage``); follow ``next_cursor``,
-        or use ``iter_term_labels``."""
+                    hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                    ) -> TermLabelPage:
+        """One page of every live term's labels; follow ``next_cursor``, or use ``iter_term_labels``."""
         return self._send(_Request("GET", f"/v1/terms/{ontology}/labels",
-                                   lambda b: _terms_models().TermLabelPage.model_validate(b),
+                                   _model(TermLabelPage),
                                    params=_params(limit=limit, cursor=cursor, hidden=_hidden(hidden),
                                                   hidden_descendants=hidden_descendants)))
 
     def recognise_terms(self, texts: Iterable[str], ontologies: Iterable[str] | None = None,
                         task: Literal["go", "expression"] | None = None,
                         molecular_function: Literal["activity", "all"] | None = None,
-                        hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None):
-        """Ontology terms in the texts of one document (``search.api.models.RecogniseResponse``: per text, its
-        mentions with term id, ontology, span, matched text, what matched and the sentence). ``task`` (``go`` or
+                        hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
+                        ) -> RecogniseResponse:
+        """Ontology terms in the texts of one document (per text, its mentions with term id, ontology, span, matched
+        text, what matched and the sentence). ``task`` (``go`` or
         ``expression``) or the order of ``ontologies`` decides between same-named terms."""
         body: dict[str, Any] = {"texts": list(texts)}
         if ontologies is not None:
@@ -421,7 +466,7 @@ class _Endpoints:
         if molecular_function is not None:
             body["molecular_function"] = molecular_function
         return self._send(_Request("POST", "/v1/terms/recognise",
-                                   lambda b: _api_models().RecogniseResponse.model_validate(b), json=body,
+                                   _model(RecogniseResponse), json=body,
                                    params=_params(hidden=_hidden(hidden), hidden_descendants=hidden_descendants)))
 
     def flyaoc_search_terms(self, ontology: Literal["go", "fbbt", "fbdv"], query: str, aspect: str | None = None,
@@ -499,14 +544,33 @@ class Client(_Endpoints):
         return _result(req, resp)
 
     def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
-                         collection: str = "default") -> Iterator[PaperText]:
+                         collection: str = DEFAULT_COLLECTION) -> Iterator[PaperText]:
         """Every page of a paper, following ``next_cursor``."""
         sections = list(sections) if sections is not None else None
         return _follow(lambda cursor: self.get_paper(pmcid, sections, max_chars, cursor, collection))
 
+    def iter_export(self, kind: Literal["papers", "passages"], query: str, format: str, *,
+                    max_hits: int | None = None, filters: Filters | dict | None = None,
+                    collection: str = DEFAULT_COLLECTION, gene: str | None = None,
+                    syntax: Literal["query", "plain"] | None = None,
+                    trec_qid: str | None = None, run_tag: str | None = None) -> Iterator[bytes]:
+        """A search's hits as a file (``csv``, ``tsv``, ``ris``, ``bibtex``, ``jsonl``, ``trec``), in chunks as the
+        service streams them; errors before the first byte raise as any call does."""
+        path, body = self._export_request(kind, query, format, max_hits, filters, collection, gene, syntax,
+                                          trec_qid, run_tag)
+        headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
+        try:
+            with self._http.stream("POST", path, json=body, headers=headers) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise error_from_response(resp)
+                yield from resp.iter_bytes()
+        except httpx.TransportError as exc:
+            raise _transport_error(self.base_url, exc) from exc
+
     def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
                          hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
-                         ) -> Iterator[Any]:
+                         ) -> Iterator[TermLabelPage]:
         """Every page of the term label export, following ``next_cursor`` (all pages share one ``version``; a
         re-index in between is an ``InvalidRequestError`` with code ``cursor_stale``: start again)."""
         return _follow(lambda cursor: self.term_labels(ontology, page_size, cursor, hidden, hidden_descendants))
@@ -541,8 +605,8 @@ class AsyncClient(_Endpoints):
             raise _transport_error(self.base_url, exc) from exc
         return _result(req, resp)
 
-    async def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None,
-                               max_chars: int | None = None, collection: str = "default") -> AsyncIterator[PaperText]:
+    async def iter_paper_pages(self, pmcid: str, sections: Iterable[str] | None = None, max_chars: int | None = None,
+                               collection: str = DEFAULT_COLLECTION) -> AsyncIterator[PaperText]:
         """Every page of a paper, following ``next_cursor``."""
         sections = list(sections) if sections is not None else None
         cursor = None
@@ -553,9 +617,28 @@ class AsyncClient(_Endpoints):
                 return
             cursor = page.next_cursor
 
+    async def iter_export(self, kind: Literal["papers", "passages"], query: str, format: str, *,
+                          max_hits: int | None = None, filters: Filters | dict | None = None,
+                          collection: str = DEFAULT_COLLECTION, gene: str | None = None,
+                          syntax: Literal["query", "plain"] | None = None, trec_qid: str | None = None,
+                          run_tag: str | None = None) -> AsyncIterator[bytes]:
+        """As ``Client.iter_export``."""
+        path, body = self._export_request(kind, query, format, max_hits, filters, collection, gene, syntax,
+                                          trec_qid, run_tag)
+        headers = {SESSION_HEADER: self.session_id} if self.session_id else {}
+        try:
+            async with self._http.stream("POST", path, json=body, headers=headers) as resp:
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise error_from_response(resp)
+                async for chunk in resp.aiter_bytes():
+                    yield chunk
+        except httpx.TransportError as exc:
+            raise _transport_error(self.base_url, exc) from exc
+
     async def iter_term_labels(self, ontology: str = "go", page_size: int = LABEL_PAGE_SIZE,
                                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | None = None
-                               ) -> AsyncIterator[Any]:
+                               ) -> AsyncIterator[TermLabelPage]:
         """Every page of the term label export, following ``next_cursor``."""
         cursor = None
         while True:

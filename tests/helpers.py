@@ -25,7 +25,9 @@ import pytest
 import uvicorn
 
 from search.core.models import Paper, Section
+from search.engines import open_local
 from search.engines.embedded.engine import EmbeddedEngine
+from search.ontology.service import TermService
 from search.text.passages import split_passages
 
 # ---- the fixture corpus -------------------------------------------------------------------------------------------
@@ -66,6 +68,11 @@ def needs_extra(extra: str) -> pytest.MarkDecorator:
     test extra installs eval, cluster, curation and pyarrow, so these run there; a core-only install skips them)."""
     return pytest.mark.skipif(not extra_installed(extra),
                               reason=f"the optional '{extra}' extra is not installed (pip install 'flysift[{extra}]')")
+
+
+def term_service(data_dir: Path) -> TermService:
+    """The term service of a folder, over that folder's embedded engine (a test holds a folder, not settings)."""
+    return TermService(data_dir, open_local(data_dir))
 
 
 def build_index(data_dir: Path, papers: list[Paper] = PAPERS, collection: str = "default") -> EmbeddedEngine:

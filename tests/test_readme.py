@@ -57,7 +57,7 @@ def quick_start_script(port: int) -> str:
 def test_the_quick_start_names_what_the_test_runs() -> None:
     script = quick_start_script(8123)
     assert "flysift demo" in script and "flysift terms \"compound eye morphogenesis\" --ontology go" in script
-    assert "/v1/sessions" in script and ":8123" in script
+    assert "/v1/sessions" in script and ":8123" in script and "localhost:8123/?q=Su%28H%29" in script
     assert not any(line.startswith(".venv/bin/") for line in script.splitlines())
 
 
@@ -69,6 +69,7 @@ def test_readme_quick_start_runs_in_order(tmp_path: Path) -> None:
     assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
     assert "GO:0001745" in res.stdout  # the terms example after demo (item 7)
     assert re.search(r'"symbol":\s*"dl"', res.stdout), res.stdout[-2000:]  # the session example (item 6)
+    assert (tmp_path / "page.html").read_text().count('<mark class="q">Su(H)</mark>') >= 1   # the workbench page
 
 
 def test_demo_indexes_the_ontology_sample(tmp_path: Path) -> None:

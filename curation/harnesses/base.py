@@ -19,6 +19,7 @@ maps it back to the real cursor when the model continues a paper.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -74,10 +75,10 @@ class ToolBox:
     @classmethod
     async def open(cls, api: AsyncClient, session: Any, names: Sequence[str],
                    extra: dict[str, Callable[..., Awaitable[str]]] | None = None,
-                   whole_papers: bool = False) -> ToolBox:
+                   whole_papers: bool = False, query_syntax: bool = False) -> ToolBox:
         from search.mcp.server import build_server
 
-        server = build_server(api, session)
+        server = build_server(api, session, query_syntax=query_syntax)
         for name, fn in (extra or {}).items():
             server.add_tool(fn, name=name, structured_output=False)
         listed = {t.name: t for t in await server.list_tools()}
@@ -85,10 +86,6 @@ class ToolBox:
         if missing:
             raise LLMError(f"the MCP server does not offer {missing}")
         return cls(server, names, openai_tools(listed[n] for n in names), whole_papers)
-
-    def subset(self, names: Sequence[str]) -> ToolBox:
-        return ToolBox(self.server, names, [s for s in self.specs if s["function"]["name"] in names],
-                       self.whole_papers, self._cursors)
 
     async def call(self, name: str, arguments: dict[str, Any] | str) -> str:
         if not name:
@@ -198,7 +195,7 @@ class Harness:
     Options (all harnesses): ``model``, ``base_url``, ``api_key_env``, ``temperature``, ``seed``, ``max_tokens``,
     ``call_timeout_s``, ``max_retries``, ``prices`` (a JSON/TOML file), ``price_overrides`` (a dict), ``replay`` (a
     transcript file, or a folder of ``<gene_id>.jsonl``, served instead of a model), ``tools`` (a list restricting
-    the tools offered), ``label``."""
+    the tools offered), ``query_syntax`` (searches read the query language; ignored under ``parity``), ``label``."""
 
     name = "harness"
     stream = "agent"
@@ -212,6 +209,11 @@ class Harness:
     async def curate(self, ctx: RunContext) -> dict[str, Any] | None:
         """Work the gene; returns the model's final JSON object, if any (submitted when nothing valid was)."""
         raise LLMError(f"{type(self).__name__} does not curate")
+
+    def query_syntax(self, task: GeneTask) -> bool:
+        """Whether the searches read the query language: the ``query_syntax`` option, never under ``parity``
+        (FlyAOC's tools read words and phrases)."""
+        return bool(self.options.get("query_syntax")) and not task.parity
 
     def tool_names(self, task: GeneTask) -> tuple[str, ...]:
         names = tuple(self.options.get("tools") or self.default_tools(task))
@@ -370,10 +372,8 @@ class Harness:
         usage = {**empty_usage(), **{k: v for k, v in llm.usage.items() if k != "priced"}}
         usage["cost_usd"] = llm.cost_usd
         usage["turns"] = sum(n for s, n in llm.calls_by_stream.items() if s == "agent" or s.startswith("agent:"))
-        try:
+        with contextlib.suppress(ClientError):
             usage["papers_read"] = client.get_session(session_id).budget_used
-        except ClientError:
-            pass
         return usage
 
 
@@ -393,9 +393,10 @@ class RunContext:
 
     async def tools(self, names: Sequence[str] | None = None,
                     extra: dict[str, Callable[..., Awaitable[str]]] | None = None) -> ToolBox:
-        """The session's tools (default: the harness's); under ``parity`` papers come whole (FlyAOC's tool)."""
+        """The session's tools (default: the harness's); under ``parity`` papers come whole (FlyAOC's tool) and the
+        searches read plain text."""
         return await ToolBox.open(self.api, self.session, names or self.harness.tool_names(self.task), extra,
-                                  whole_papers=self.task.parity)
+                                  whole_papers=self.task.parity, query_syntax=self.harness.query_syntax(self.task))
 
     async def loop(self, messages: list[dict[str, Any]], tools: ToolBox) -> dict[str, Any] | None:
         """The single tool loop of the main agent; returns the JSON object of its final message, if any."""

@@ -255,7 +255,7 @@ def decode_sample(path: Path, size: int = 1 << 16) -> str:
 
 def _delimited(path: Path, limits: Limits) -> Iterator[PartData]:
     encoding = decode_sample(path)
-    fh = open(path, encoding=encoding, errors="replace", newline="")
+    fh = open(path, encoding=encoding, errors="replace", newline="")  # noqa: SIM115 - closed by _csv_rows
     sample = fh.read(1 << 16)
     fh.seek(0)
     try:

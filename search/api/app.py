@@ -1,8 +1,10 @@
-"""The application factory: settings, shared services on ``app.state``, one error shape for every failure."""
+"""The application factory: the services of the settings (``search.services.Services``) on ``app.state``, one
+error shape for every failure."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -12,7 +14,7 @@ from fastapi.telemetry import TelemetryConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from search import __version__
+from search import __version__, web
 from search.api import builds, docs, openapi, papers, sessions, supplements, terms
 from search.api.deps import principal
 from search.api.fast import FastPath
@@ -21,11 +23,8 @@ from search.api.middleware import TraceMiddleware
 from search.core.config import Settings
 from search.core.errors import FlysiftError
 from search.core.inputs import QUOTE_CHARS, clip
-from search.ontology.service import TermService
-from search.retrieval.service import SearchService
+from search.services import Services
 from search.sessions.keys import RateLimiter
-from search.sessions.service import SessionService
-from search.sessions.store import open_store
 
 log = logging.getLogger("flysift.api")
 
@@ -71,7 +70,7 @@ def _shadowed_methods(app: FastAPI, routers: list) -> None:
                 app.add_api_route(fixed.path, _method_not_allowed(allow), methods=stolen, include_in_schema=False)
 
 
-def _method_not_allowed(allow: list[str]):
+def _method_not_allowed(allow: list[str]) -> Callable[[], None]:
     def method_not_allowed() -> None:
         raise StarletteHTTPException(405, f"Method not allowed; this path takes {', '.join(allow)}.",
                                      headers={"Allow": ", ".join(allow)})
@@ -79,16 +78,18 @@ def _method_not_allowed(allow: list[str]):
     return method_not_allowed
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+    """The API over ``services`` (default: ``Services.open(settings)``)."""
+    services = services or Services.open(settings)
+    settings = services.settings
     app = FastAPI(title="flysift", version=__version__,
                   description="Retrieval backend for literature-curation agents: budget-limited, gene-aware "
                               "search over papers, passages and ontology terms.",
                   dependencies=[Depends(principal)], docs_url=None, redoc_url=None,
                   telemetry=None if settings.otel else NO_OTEL)
     app.state.settings = settings
-    app.state.search = SearchService(settings)
-    app.state.builds = {}
+    app.state.services = services
+    app.state.search = services.search
     # auth (search.api.deps) and traces (search.api.middleware); the session service comes with the term service
     app.state.limiter = RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
     app.add_middleware(FastPath)  # innermost: the hot read routes answered without FastAPI's router and solver
@@ -96,11 +97,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(InputGuard)  # outermost: hostile bodies and URLs never reach the trace or a route
 
     @app.exception_handler(FlysiftError)
-    async def _flysift_error(_: Request, exc: FlysiftError):
+    async def _flysift_error(_: Request, exc: FlysiftError) -> JSONResponse:
         return _error(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError):
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         raw = exc.errors()
         if any(e.get("type") == "json_invalid" for e in raw):  # InputGuard reads JSON bodies first; kept for safety
             return _error(400, "invalid_json", "The body is not valid JSON.", {"field": "body"})
@@ -111,21 +112,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _error(422, "invalid_request", f"Invalid request: {msg}", {"errors": errors})
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException):
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception):
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return _error(500, "internal_error", f"Internal error ({type(exc).__name__}); the service log has details.")
 
-    app.state.terms = TermService(settings.data_dir, engine=app.state.search.engine())  # the configured engine
-    app.state.sessions = SessionService(open_store(settings), settings, terms=app.state.terms)
+    app.state.terms = services.terms
+    app.state.sessions = services.sessions
+    app.state.builds = services.builds
     routers = [papers.router, supplements.router, builds.router, sessions.router, terms.router]
     _shadowed_methods(app, routers)
     for router in routers:
         app.include_router(router)
     openapi.install(app, settings)  # the served document declares the real errors, auth and bounds
     docs.install(app)  # /docs and /redoc with their assets served here: no CDN, works offline
+    web.install(app)  # the workbench pages under / (search.web), signed in by cookie, outside the OpenAPI document
     return app

@@ -17,8 +17,8 @@ from fastapi.security.utils import get_authorization_scheme_param
 from starlette.concurrency import run_in_threadpool as blocking
 
 from search.retrieval.service import SearchService
+from search.schema.sessions import Session
 from search.sessions.keys import LOCAL, Principal, RateLimiter, Unauthorized, key_id_of, verify
-from search.sessions.models import Session
 from search.sessions.service import SessionService
 
 #: paths anyone may call, even with auth on

@@ -15,9 +15,12 @@ cache-keyed solver and wraps the call in two more middleware layers. ``FastPath`
 
 Anything else goes down FastAPI's path untouched: a parameter or body that does not validate (so the 422 is
 FastAPI's, word for word), a body that is not plain ``application/json``, another method (HEAD) or route. A route
-stays declared as usual, so ``/openapi.json`` is FastAPI's document, unchanged. The parts used are FastAPI
-internals of the version pinned in ``pyproject.toml``; ``tests/api/test_fast_path.py`` compares both paths, so an
-upgrade that changes them fails there.
+stays declared as usual, so ``/openapi.json`` is FastAPI's document, unchanged.
+
+The parts used are FastAPI internals (``FASTAPI_INTERNALS``), so FastAPI is pinned to the minor release they were
+verified on (``VERIFIED_FASTAPI``, the pin in ``pyproject.toml``). ``tests/api/test_fastapi_pin.py`` fails loudly when
+another FastAPI is installed, the pin drifts or an internal is gone; ``tests/api/test_fast_path.py`` compares both
+paths answer for answer. To upgrade: raise the pin, run both, fix what differs, then set ``VERIFIED_FASTAPI``.
 """
 
 from __future__ import annotations
@@ -36,19 +39,33 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from search.api.guard import PARSED_BODY
+
+#: the FastAPI minor release the internals below were verified on (pyproject.toml pins it)
+VERIFIED_FASTAPI = "0.165"
+#: FastAPI's private or undocumented names this module relies on: (module, attribute), and the attributes it reads
+#: of the effective routes ``iter_route_contexts`` yields
+FASTAPI_INTERNALS = (
+    ("fastapi._compat", "ModelField"), ("fastapi._compat", "field_annotation_is_sequence"),
+    ("fastapi.dependencies.utils", "_get_param_aliases"), ("fastapi.dependencies.utils", "_get_param_model"),
+    ("fastapi.dependencies.utils", "_is_json_field"), ("fastapi.dependencies.utils", "request_body_to_args"),
+    ("fastapi.routing", "iter_route_contexts"), ("fastapi.dependencies.models", "Dependant"),
+)
+ROUTE_INTERNALS = ("original_route", "_embed_body_fields", "dependant", "endpoint", "matches")
 
 #: content types for which FastAPI and the guard agree that the body is JSON (anything else takes FastAPI's path)
 JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})
 
-_LEAN: set[Callable[..., Any]] = set()
+#: the endpoints marked ``@lean``
+LEAN_ENDPOINTS: set[Callable[..., Any]] = set()
 
 
 def lean(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a route for the lean path. It must be ``async``, return a ``Response`` and depend only on ``async``
     dependencies without ``yield``; ``FastPath`` refuses to start otherwise."""
-    _LEAN.add(endpoint)
+    LEAN_ENDPOINTS.add(endpoint)
     return endpoint
 
 
@@ -155,7 +172,7 @@ def _routes(app: FastAPI) -> dict[str, list[_Plan]]:
     flat = list(iter_route_contexts(app.routes))
     plans: dict[str, list[_Plan]] = {}
     for i, route in enumerate(flat):
-        if getattr(route, "endpoint", None) not in _LEAN:
+        if getattr(route, "endpoint", None) not in LEAN_ENDPOINTS:
             continue
         methods = set(route.methods or ())
         earlier = [r for r in flat[:i] if not r.methods or methods & set(r.methods)]
@@ -183,11 +200,11 @@ def _handler(app: FastAPI, exc: Exception) -> Callable[..., Any] | None:
 class FastPath:
     """ASGI middleware (innermost of the app's own): lean routes answered here, everything else passed on."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp):
         self.app = app
         self.plans: dict[str, list[_Plan]] | None = None
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         if self.plans is None:
@@ -205,7 +222,7 @@ class FastPath:
                     break
         return await self.app(scope, receive, send)
 
-    async def _answer(self, plan: _Plan, child: dict, scope, receive, send) -> None:
+    async def _answer(self, plan: _Plan, child: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
         scope.update(child)  # what the router would set: endpoint and path parameters (the trace reads both)
         request = Request(scope, receive, send)
         args: list[dict[str, Any]] = []
@@ -239,7 +256,7 @@ class FastPath:
             response = await handler(request, exc)
         await response(scope, receive, send)
 
-    async def _body(self, plan: _Plan, scope) -> dict[str, Any]:
+    async def _body(self, plan: _Plan, scope: Scope) -> dict[str, Any]:
         if PARSED_BODY not in scope:
             raise _Fallback
         content_type = next((v for k, v in scope["headers"] if k == b"content-type"), b"")

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from search.core.errors import FlysiftError, InvalidRequest, PayloadTooLarge
 from search.core.inputs import BAD_TEXT, QUOTE_CHARS, clip, parse_json_body, text_problem
@@ -68,7 +69,7 @@ def is_json(content_type: str | None) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def check_url(scope: dict) -> None:
+def check_url(scope: Scope) -> None:
     """Query parameters and the path carry text only: no NUL (percent-decoding cannot make a lone surrogate)."""
     problem = text_problem(scope.get("path", ""))
     if problem:
@@ -86,10 +87,10 @@ def check_url(scope: dict) -> None:
 class InputGuard:
     """ASGI middleware: reads the body once (bounded), checks it and the URL, and hands the same bytes on."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp):
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         try:
@@ -103,7 +104,7 @@ class InputGuard:
             return
         replayed = False
 
-        async def replay():
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -113,7 +114,7 @@ class InputGuard:
         await self.app(scope, replay, send)
 
     @staticmethod
-    async def _read(scope, receive) -> bytes | None:
+    async def _read(scope: Scope, receive: Receive) -> bytes | None:
         settings = getattr(scope["app"].state, "settings", None)
         limit = getattr(settings, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
@@ -138,7 +139,7 @@ class InputGuard:
         return body
 
 
-def _has_body(scope: dict) -> bool:
+def _has_body(scope: Scope) -> bool:
     """Whether the request announces a body (``Content-Length`` other than 0, or ``Transfer-Encoding``); a request
     with neither has none, so there is nothing to read, bound or check."""
     for key, value in scope.get("headers", ()):

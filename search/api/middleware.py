@@ -15,10 +15,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from search.api.guard import PARSED_BODY
 from search.core.inputs import bounded
-from search.sessions.models import TraceEvent
+from search.schema.sessions import TraceEvent
 from search.sessions.service import SessionService
 
 #: keys of response objects whose values are recorded as a trace event's returned ids
@@ -52,7 +53,7 @@ def returned_ids(body: Any) -> list[str]:
     return list(out)[:MAX_RETURNED_IDS]
 
 
-def traceable(scope) -> bool:
+def traceable(scope: Scope) -> bool:
     """Whether a route of this request may mark it for tracing (``trace_into``)."""
     return any(k == SESSION_HEADER for k, _ in scope["headers"]) or (
         scope["path"].startswith(SESSION_PATHS) and scope.get("method") not in READS)
@@ -70,10 +71,10 @@ class TraceMiddleware:
     parameters, JSON body), returned ids, latency, status and error; with the read charge a route held
     (``request.state.read_charge``), if any."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp):
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not traceable(scope):
             return await self.app(scope, receive, send)
         t0 = time.perf_counter()
@@ -82,7 +83,7 @@ class TraceMiddleware:
         body_out: list[bytes] = []
         status = {"code": 0}
 
-        async def recv():
+        async def recv() -> Message:
             msg = await receive()
             if msg["type"] == "http.request":
                 body_in.append(msg.get("body", b""))
@@ -106,7 +107,7 @@ class TraceMiddleware:
             error = out.get("error") if status["code"] >= 400 and isinstance(out, dict) else None
             if status["code"] >= 400 and error is None:
                 error = {"code": "http_error", "message": f"HTTP {status['code']}"}
-            ev = TraceEvent(time=started, tool=getattr(endpoint, "__name__", scope.get("path", "")),
+            ev = TraceEvent(time=started, tool=str(getattr(endpoint, "__name__", scope.get("path", ""))),
                             method=scope.get("method", ""), path=scope.get("path", ""), arguments=bounded(args),
                             returned_ids=[] if error else returned_ids(out),
                             latency_ms=round((time.perf_counter() - t0) * 1000, 3), status=status["code"], error=error)
@@ -114,7 +115,7 @@ class TraceMiddleware:
             charge = scope.get("state", {}).get("read_charge")  # a read's unit is spent with its answer's record
             await anyio.to_thread.run_sync(sessions.record, sid, ev, charge)
 
-        async def snd(msg):
+        async def snd(msg: Message) -> None:
             if msg["type"] == "http.response.start":
                 status["code"] = msg["status"]
             elif msg["type"] == "http.response.body":

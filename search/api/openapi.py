@@ -22,10 +22,12 @@ from typing import Any
 from fastapi import FastAPI
 
 from search.api.deps import BEARER_SCHEME, PUBLIC_PATHS
-from search.api.models import ErrorResponse
 from search.core import names
 from search.core.config import Settings
-from search.ontology import service as terms
+from search.core.names import TREC_NAME
+from search.core.query import MAX_FRAGMENT_CHARS, MAX_FRAGMENTS, MAX_TAG_CHARS, MAX_YEAR
+from search.retrieval.exports import MEDIA_TYPES
+from search.schema.errors import ErrorResponse
 from search.sessions.keys import TEAM_NAME
 from search.text.term_search import ID_QUERY_RE  # the term service's rule for what a term id looks like
 
@@ -57,11 +59,20 @@ ERRORS: dict[int, tuple[str, dict[str, Any]]] = {
 }
 
 #: operations that answer 404 for nothing they name (everything else names a collection, session, term, …)
-NO_404 = frozenset({"GET /v1/health", "GET /v1/sessions", "POST /v1/collections/{collection}/builds"})
+NO_404 = frozenset({"GET /v1/health", "GET /v1/sessions", "POST /v1/collections/{collection}/builds",
+                    "GET /v1/collections"})
 #: operations that can answer 409, and why
 CONFLICTS: dict[str, str] = {
-    "POST /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index)",
-    "POST /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index)",
+    "POST /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index), rebuild_needed "
+                              "(title:/abstract: on a collection built before those fields), concepts_missing "
+                              "(term: without the collection's concept index)",
+    "GET /v1/papers/search": "dense_unavailable (mode dense or hybrid without a dense index), rebuild_needed "
+                             "(title:/abstract: on a collection built before those fields), concepts_missing "
+                             "(term: without the collection's concept index)",
+    "POST /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index), concepts_missing "
+                                "(term: without the collection's concept index)",
+    "GET /v1/passages/search": "dense_unavailable (mode dense or hybrid without a dense index), concepts_missing "
+                               "(term: without the collection's concept index)",
     "GET /v1/terms/search": "dense_unavailable (mode dense or hybrid without a dense term index)",
     "GET /v1/papers/{pmcid}": "budget_exhausted or session_closed (within a session)",
     "GET /v1/papers/{pmcid}/supplements": "supplements_off (a flyaoc-budget session: FlyAOC parity has none)",
@@ -92,7 +103,7 @@ def _anchored(pattern: str) -> str:
 
 def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
     """Bounds of query, path and header parameters by name, from the modules that enforce them."""
-    term_query = {"minLength": 1, "maxLength": terms.MAX_QUERY_CHARS}
+    term_query = {"minLength": 1, "maxLength": settings.max_query_chars}
     # ``team`` picks whose sessions only with auth off (empty: the caller's own); with auth on it is ignored
     team = {} if settings.auth else {"pattern": f"^(?:{TEAM_NAME.pattern.strip('^$')})?$", "maxLength": 64}
     return {
@@ -102,6 +113,29 @@ def parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
         "term_id": {"pattern": _anchored(ID_QUERY_RE.pattern.replace(r"\s*", "")), "maxLength": 200},
         "team": team,
         "q": term_query, "text": term_query, "query": term_query,
+        # a route that declares its own maximum keeps it (sessions, traces, hierarchy lists, the label export)
+        "limit": {"minimum": 1, "maximum": settings.max_page_size},
+    }
+
+
+#: the GET searches: their parameters are the fields of the POST body (``SearchRequest``), bounded the same way
+SEARCH_GETS = frozenset({"GET /v1/papers/search", "GET /v1/passages/search"})
+#: operations that answer an export (``format``, or an ``Accept`` of a file type) as a file instead of JSON
+EXPORTS = SEARCH_GETS | {"POST /v1/papers/search", "POST /v1/passages/search"}
+
+
+def search_parameter_bounds(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Bounds of the GET searches' parameters (beside ``parameter_bounds``)."""
+    return {
+        "query": {"minLength": 1, "maxLength": settings.max_query_chars},
+        "limit": {"minimum": 1, "maximum": settings.max_page_size},
+        "offset": {"minimum": 0, "maximum": settings.max_offset},
+        "max_hits": {"minimum": 1, "maximum": settings.max_export_hits},
+        "year_from": {"minimum": 0, "maximum": MAX_YEAR}, "year_to": {"minimum": 0, "maximum": MAX_YEAR},
+        "fragment_size": {"minimum": 20, "maximum": MAX_FRAGMENT_CHARS},
+        "number_of_fragments": {"minimum": 0, "maximum": MAX_FRAGMENTS},
+        "pre_tag": {"maxLength": MAX_TAG_CHARS}, "post_tag": {"maxLength": MAX_TAG_CHARS},
+        "trec_qid": {"pattern": _anchored(TREC_NAME.pattern)}, "run_tag": {"pattern": _anchored(TREC_NAME.pattern)},
     }
 
 
@@ -113,6 +147,7 @@ def body_bounds(settings: Settings) -> dict[str, dict[str, dict[str, Any]]]:
             "limit": {"minimum": 1, "maximum": settings.max_page_size},
             "offset": {"minimum": 0, "maximum": settings.max_offset},
             "collection": {"pattern": _anchored(names.COLLECTION_PATTERN), "maxLength": 63},
+            "max_hits": {"minimum": 1, "maximum": settings.max_export_hits},
         },
     }
 
@@ -145,6 +180,7 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
         doc["components"].pop("securitySchemes", None)
 
     pbounds = parameter_bounds(settings)
+    sbounds = pbounds | search_parameter_bounds(settings)
     for comp, props in body_bounds(settings).items():
         for prop, bounds in props.items():
             _bound(schemas.get(comp, {}).get("properties", {}).get(prop), bounds)
@@ -154,8 +190,13 @@ def truthful(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
             key = f"{method.upper()} {path}"
             public = path in PUBLIC_PATHS
             for p in op.get("parameters", []):
-                _bound(p.get("schema"), pbounds.get(p["name"], {}))
+                _bound(p.get("schema"), (sbounds if key in SEARCH_GETS else pbounds).get(p["name"], {}))
             op["responses"] = {k: v for k, v in op.get("responses", {}).items() if k[0] not in "45"}
+            if key in EXPORTS and "200" in op["responses"]:
+                content = op["responses"]["200"].setdefault("content", {})
+                for media in dict.fromkeys(m.split(";")[0] for m in MEDIA_TYPES.values()):
+                    content[media] = {"schema": {"type": "string", "description": "An export (format=…): "
+                                                 "docs/search.md, \"Exports\""}}
             for status in sorted(_statuses(key, op, public, settings.auth)):
                 op["responses"][str(status)] = _error_response(status, CONFLICTS.get(key) if status == 409 else None)
             if settings.auth and not public:

@@ -13,17 +13,19 @@ from fastapi import APIRouter, Body, Query, Request, Response
 
 from search.api.deps import Caller, Sessions, trace_into
 from search.api.fast import lean
-from search.api.models import (
+from search.api.respond import answer
+from search.core.inputs import INT64_MAX
+from search.schema.sessions import (
+    Coverage,
     NamesRequest,
     NamesResponse,
+    Session,
+    SessionCreate,
     SessionList,
     SubmissionList,
     SubmissionResponse,
     TraceResponse,
 )
-from search.api.respond import answer
-from search.core.inputs import INT64_MAX
-from search.sessions.models import Coverage, Session, SessionCreate
 from search.sessions.service import SessionService
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])

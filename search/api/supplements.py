@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import CurrentSession
 from search.api.respond import answer, dump, json_response
+from search.core.names import DEFAULT_COLLECTION
 from search.core.supplements import SupplementList, SupplementRead
 from search.retrieval.service import SearchService
 from search.retrieval.supplements import as_csv
@@ -23,7 +24,7 @@ router = APIRouter(prefix="/v1")
 
 @router.get("/papers/{pmcid}/supplements", response_model=SupplementList, tags=["papers"])
 async def list_supplements(pmcid: str, request: Request, session: CurrentSession,
-                           collection: str = "default") -> Response:
+                           collection: str = DEFAULT_COLLECTION) -> Response:
     """The paper's supplementary files: label, caption, media type, size, sheets or pages, and an extraction status
     (ok, partial, unsupported, encrypted, corrupt, too_large, missing, refused) with its reason. Free in a session."""
     supplements_allowed(session)
@@ -44,7 +45,7 @@ async def read_supplement(
                                                description="About this many characters per page")] = None,
         format: Annotated[Literal["json", "csv"], Query(description="csv: the header and rows of a table, cells "
                                                                     "that would run as formulas neutralised")] = "json",
-        collection: str = "default") -> Response:
+        collection: str = DEFAULT_COLLECTION) -> Response:
     """A page of one part of a file: rows with the header (tables), or paragraphs or pages; ``next_start``
     continues. In a session this is a read of the paper (X-Budget-Used, X-Budget-Max)."""
     supplements_allowed(session)

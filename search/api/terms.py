@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -19,22 +20,25 @@ from starlette.concurrency import run_in_threadpool
 
 from search.api.deps import current_session
 from search.api.fast import lean
-from search.api.models import MAX_RECOGNISE_CHARS, RecognisedMention, RecogniseRequest, RecogniseResponse
 from search.api.respond import answer, json_response
 from search.core.errors import InvalidRequest, LimitExceeded, NotFound
-from search.ontology.hidden import HiddenQuery, hidden_query
 from search.ontology.model import Ontology
 from search.ontology.recognise import TASK_ONTOLOGIES, TermRecogniser
-from search.ontology.service import (
+from search.ontology.service import TermService
+from search.schema.hidden import HiddenQuery, hidden_query
+from search.schema.sessions import Session
+from search.schema.terms import (
+    MAX_RECOGNISE_CHARS,
+    RecognisedMention,
+    RecogniseRequest,
+    RecogniseResponse,
     TermLabelPage,
     TermLabels,
     TermList,
     TermLookup,
     TermResolveResponse,
     TermSearchResponse,
-    TermService,
 )
-from search.sessions.models import Session
 
 router = APIRouter(prefix="/v1", tags=["terms"], dependencies=[Depends(current_session)])
 
@@ -73,7 +77,7 @@ async def search_terms(request: Request,
                        query: str | None = Query(None, description="Words, a phrase or a term id (required)"),
                        ontology: str = Query("go", description="go, fbbt, fbdv (or another indexed name)"),
                        aspect: str | None = Query(None, description="GO aspect P, F or C"),
-                       limit: int = Query(10, ge=1, le=100), include_obsolete: bool = False,
+                       limit: int = Query(10, ge=1), include_obsolete: bool = False,
                        q: str | None = Query(None, deprecated=True,
                                              description="Deprecated alias of query (removed in the next release)"),
                        mode: Literal["bm25", "dense", "hybrid"] | None = Query(
@@ -97,7 +101,7 @@ async def search_terms(request: Request,
 @lean
 async def resolve_terms(request: Request,
                         text: str = Query(..., description="A description, e.g. 'compound eye morphogenesis'"),
-                        ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1, le=100),
+                        ontology: str = "go", aspect: str | None = None, limit: int = Query(5, ge=1),
                         h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """Visible terms ranked for a free-text description (post-hoc resolution of natural-language outputs), as
     ``{ontology, text, aspect, hidden, results}`` (a bare list before this release)."""
@@ -113,7 +117,8 @@ async def get_term(request: Request, term_id: str, h: HiddenQuery = Depends(hidd
     return await answer(lambda: _svc(request).lookup(term_id, hidden=h.hidden, hidden_descendants=h.descendants))
 
 
-def _related(direction: Literal["ancestors", "descendants", "children", "parents"], default_relations: str):
+def _related(direction: Literal["ancestors", "descendants", "children", "parents"], default_relations: str
+             ) -> Callable[..., Awaitable[Response]]:
     async def endpoint(request: Request, term_id: str,
                        relations: str = Query(default_relations, description=Relations.description),
                        limit: int = Query(1000, ge=1, le=100_000),
@@ -139,7 +144,7 @@ FlyaocTerms = list[dict[str, Any]]
 @router.get("/flyaoc/search_go_terms", tags=["flyaoc"], response_model=FlyaocTerms)
 @lean
 async def search_go_terms(request: Request, query: str, aspect: str | None = None,
-                          limit: int = Query(10, ge=1, le=100), h: HiddenQuery = Depends(hidden_spec)) -> Response:
+                          limit: int = Query(10, ge=1), h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """``search_go_terms``: ``{go_id, name, namespace, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("go", query, aspect=aspect, limit=limit, hidden=h.hidden,
                                                             hidden_descendants=h.descendants))
@@ -147,21 +152,21 @@ async def search_go_terms(request: Request, query: str, aspect: str | None = Non
 
 @router.get("/flyaoc/search_anatomy_terms", tags=["flyaoc"], response_model=FlyaocTerms)
 @lean
-async def search_anatomy_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> Response:
+async def search_anatomy_terms(request: Request, query: str, limit: int = Query(10, ge=1)) -> Response:
     """``search_anatomy_terms``: ``{fbbt_id, name, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("fbbt", query, limit=limit))
 
 
 @router.get("/flyaoc/search_stage_terms", tags=["flyaoc"], response_model=FlyaocTerms)
 @lean
-async def search_stage_terms(request: Request, query: str, limit: int = Query(10, ge=1, le=100)) -> Response:
+async def search_stage_terms(request: Request, query: str, limit: int = Query(10, ge=1)) -> Response:
     """``search_stage_terms``: ``{fbdv_id, name, definition, synonyms?, parents?, children_count?}``."""
     return await answer(lambda: _svc(request).flyaoc_search("fbdv", query, limit=limit))
 
 
 @router.get("/flyaoc/get_term_children", tags=["flyaoc"], response_model=dict[str, Any])
 @lean
-async def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1, le=100),
+async def get_term_children(request: Request, term_id: str, limit: int = Query(20, ge=1),
                             relations: str = Query("is_a", description=Relations.description),
                             h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """``get_term_children``: ``{term_id, term_name, children_count, children, truncated}``. Errors carry FlyAOC's

@@ -6,22 +6,23 @@ Keys are printed once, at creation; the store keeps only their hash.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
 from search.cli.options import data_dir_option, settings_for
+from search.services import Services
 from search.sessions.keys import SCOPES, check_team_name, new_key
-from search.sessions.store import SessionStore, open_store
+from search.sessions.store import SessionStore
 
 
 def _store(data_dir: Path | None) -> SessionStore:
-    return open_store(settings_for(data_dir))
+    return Services.open(settings_for(data_dir)).store
 
 
 def _when(t: float | None) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ") if t else ""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ") if t else ""
 
 
 @click.group()

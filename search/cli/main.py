@@ -1,6 +1,7 @@
 """The ``flysift`` command line.
 
-The root group holds the read-side commands (``serve``, ``search``, ``passages``, ``stats``). Commands of the other
+The root group holds the read-side commands (``serve``, ``stats``; ``search``, ``passages``, ``paper``, ``similar``,
+``collections`` from ``search.cli.reading``). Commands of the other
 packages (``index`` and ``demo`` from the indexer, ``eval``…) register through the ``flysift.commands`` entry points
 declared in pyproject.toml, so ``search`` never imports them.
 """
@@ -12,11 +13,15 @@ import os
 import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import Any
 
 import click
 
-from search.cli.options import data_dir_option, echo_json, print_table, settings_for
+from search.cli.options import data_dir_option, settings_for
+from search.cli.reading import collections, paper, passages, search, similar
+from search.core.config import Settings
 from search.core.errors import FlysiftError
+from search.core.names import DEFAULT_COLLECTION
 
 
 class _Group(click.Group):
@@ -27,16 +32,16 @@ class _Group(click.Group):
             self._plugin_cache = {ep.name: ep for ep in entry_points(group="flysift.commands")}
         return self._plugin_cache
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._plugins()))
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         cmd = super().get_command(ctx, name)
         if cmd is None and name in self._plugins():
             cmd = self._plugins()[name].load()
         return cmd
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         from pydantic import ValidationError
 
         try:
@@ -50,7 +55,16 @@ class _Group(click.Group):
             if isinstance(valid, list) and valid and "valid:" not in message:
                 message += f" (valid: {', '.join(str(v) for v in valid[:20])})"  # as REST's details.valid
             click.secho(f"error [{code}]: {message}", fg="red", err=True)
+            if code == "query_syntax" and isinstance(exc, FlysiftError):
+                click.echo(caret(exc.details), err=True)
             sys.exit(2)
+
+
+def caret(details: dict) -> str:
+    """The excerpt of a query syntax error with a caret under the position it names."""
+    excerpt, position = str(details.get("excerpt", "")), int(details.get("position", 0))
+    column = position if not excerpt.startswith("…") else excerpt.index("…") + 1 + min(position, 30)
+    return f"  {excerpt}\n  {' ' * column}^"
 
 
 def validation_line(exc: Exception) -> str:
@@ -93,25 +107,30 @@ def serve(data_dir: Path | None, host: str | None, port: int | None, workers: in
                 log_level="info" if access_log else "warning", access_log=access_log)
 
 
-def serve_banner(settings, host: str, port: int, workers: int, access_log: bool) -> str:
+def serve_banner(settings: Settings, host: str, port: int, workers: int, access_log: bool) -> str:
     """What ``serve`` prints before it starts: the URL, the engine, the corpus, the ontologies and the docs."""
-    from search.ontology.service import TermService
-    from search.retrieval.service import SearchService
+    from search.engines import capabilities_of, collection_names
+    from search.services import Services
 
+    services = Services.open(settings)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}"
     try:
-        st = SearchService(settings).engine().stats()
+        st = services.engine().stats()
         corpus = (f"{st.papers:,} papers, {st.passages:,} passages" if st.papers else
                   "no corpus indexed yet: run `flysift demo` or `flysift index corpus`")
     except FlysiftError as exc:
         corpus = f"no corpus indexed yet ({exc.code}): run `flysift demo` or `flysift index corpus`"
-    onts = ", ".join(TermService(settings.data_dir).names()) or "none (`flysift index ontology`)"
+    onts = ", ".join(services.terms.names()) or "none (`flysift index ontology`)"
+    local = collection_names(settings) if capabilities_of(settings).local_builds else []   # a cluster is never outdated
+    warnings = [f"  warning: {why}" for c in local if (why := services.engine(c).outdated())]
     return "\n".join([
         f"flysift serving on {url} (bound to {host}, {workers} worker{'s' * (workers > 1)})",
-        f"  engine: {settings.engine_kind}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
-        f"  docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
+        f"  engine: {services.engine().name}, data dir {settings.data_dir}: {corpus}; ontologies: {onts}",
+        f"  workbench: {url}/ (search, papers, terms, sessions{', runs' if settings.runs_dir else ''}); "
+        f"docs: {url}/docs (ReDoc: /redoc, OpenAPI: /openapi.json), served offline by this service",
         f"  access log: {'on' if access_log else 'off (--access-log turns it on)'}; Ctrl-C stops",
+        *warnings,
     ])
 
 
@@ -123,70 +142,18 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@main.command()
-@click.argument("query")
-@data_dir_option
-@click.option("--limit", "-n", type=int, default=10, show_default=True)
-@click.option("--offset", type=int, default=0)
-@click.option("--collection", default="default", show_default=True)
-@click.option("--year-from", type=int)
-@click.option("--year-to", type=int)
-@click.option("--section", "sections", multiple=True, help="Only papers with this section type (repeatable)")
-@click.option("--source", type=click.Choice(["paper", "supplement"]),
-              help="Match the articles' text only, or their supplementary files only [default: both]")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the REST response body (POST /v1/papers/search with snippets)")
-def search(query: str, data_dir: Path | None, limit: int, offset: int, collection: str, year_from: int | None,
-           year_to: int | None, sections: tuple[str, ...], source: str | None, as_json: bool) -> None:
-    """Search papers (BM25; gene symbols are case-sensitive: Dl ≠ dl); a match in a supplementary file says where
-    (file, sheet, rows)."""
-    from search.cli.supplements import where
-    from search.core.query import Filters
-    from search.retrieval.service import SearchService
-
-    svc = SearchService(settings_for(data_dir))
-    filters = Filters(year_from=year_from, year_to=year_to, section_types=list(sections) or None,
-                      source=source)  # type: ignore[arg-type]
-    res = svc.search_papers(query, limit=limit, offset=offset, filters=filters, snippets=True, collection=collection)
-    if as_json:
-        echo_json(res)
-        return
-    click.echo(f"{res.total} papers match; showing {len(res.hits)} ({res.took_ms:.1f} ms)")
-    rows = [{"rank": offset + i + 1, "pmcid": h.pmcid, "score": f"{h.score:.2f}", "year": h.year or "",
-             "title": h.title, "snippet": h.snippets[-1].text if h.snippets else h.abstract[:120],
-             "where": where(h.supplement)} for i, h in enumerate(res.hits)]
-    cols = [("#", "rank", 4), ("pmcid", "pmcid", 12), ("score", "score", 7), ("year", "year", 5),
-            ("title", "title", 50), ("best snippet", "snippet", 70), ("in supplement", "where", 40)]
-    print_table(rows, [c for c in cols if c[1] != "where" or any(r["where"] for r in rows)])
-
-
-@main.command()
-@click.argument("query")
-@data_dir_option
-@click.option("--limit", "-n", type=int, default=10, show_default=True)
-@click.option("--collection", default="default", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the REST response body (POST /v1/passages/search)")
-def passages(query: str, data_dir: Path | None, limit: int, collection: str, as_json: bool) -> None:
-    """Search evidence passages (paragraphs with stable ids and offsets)."""
-    from search.retrieval.service import SearchService
-
-    res = SearchService(settings_for(data_dir)).search_passages(query, limit=limit, collection=collection)
-    if as_json:
-        echo_json(res)
-        return
-    rows = [{"id": h.passage_id, "section": h.section_type, "score": f"{h.score:.2f}",
-             "text": h.snippet.text if h.snippet else h.text[:200]} for h in res.hits]
-    print_table(rows, [("passage", "id", 22), ("section", "section", 9), ("score", "score", 7), ("text", "text", 100)])
+for _command in (search, passages, paper, similar, collections):
+    main.add_command(_command)
 
 
 @main.command()
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 def stats(data_dir: Path | None, collection: str) -> None:
     """Print index statistics as JSON."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    click.echo(json.dumps(SearchService(settings_for(data_dir)).engine(collection).stats().model_dump(), indent=2))
+    click.echo(json.dumps(Services.open(settings_for(data_dir)).engine(collection).stats().model_dump(), indent=2))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,8 +10,8 @@ import click
 
 from search.client import AsyncClient, Client, ClientError
 from search.mcp.server import build_server
-from search.ontology.hidden import spec_from_text
-from search.sessions.models import Session
+from search.schema.hidden import spec_from_text
+from search.schema.sessions import Session
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -42,12 +42,16 @@ def bind_session(api: Client, session_id: str | None = None, gene: str | None = 
 @click.option("--hidden", default=None, help="Hide GO terms: 'flyaoc' (FlyAOC's 120 ids) and/or comma-separated ids")
 @click.option("--hidden-descendants", is_flag=True, help="Also hide the descendants of the hidden ids")
 @click.option("--label", default=None, help="Free-text label of the new session (harness, run)")
+@click.option("--query-syntax", is_flag=True,
+              help="Searches read the query language (+must -not AND OR NOT, title:, year:…); default: plain words "
+                   "and phrases, as FlyAOC's tools")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP transport: bind address")
 @click.option("--port", type=int, default=8765, show_default=True, help="HTTP transport: port (endpoint /mcp)")
 def mcp(api_url: str | None, api_alias: str | None, api_key: str | None, session_id: str | None, gene: str | None,
         team: str | None, max_papers: int | None, budget_policy: str | None, synonym_policy: str | None,
-        hidden: str | None, hidden_descendants: bool, label: str | None, transport: str, host: str, port: int) -> None:
+        hidden: str | None, hidden_descendants: bool, label: str | None, query_syntax: bool, transport: str,
+        host: str, port: int) -> None:
     """Serve FlyAOC's tools over MCP for one session (stdio by default)."""
     if api_url is None and api_alias is not None:
         print("flysift mcp: --api / FLYSIFT_API_URL are deprecated, use --url / FLYSIFT_URL", file=sys.stderr)
@@ -66,7 +70,7 @@ def mcp(api_url: str | None, api_alias: str | None, api_key: str | None, session
     print(f"flysift mcp: session {session.id} (gene {session.gene.symbol}, budget {session.max_papers}) via "
           f"{api_url}", file=sys.stderr)
     api = AsyncClient(api_url, api_key=api_key, session_id=session.id)
-    server = build_server(api, session)
+    server = build_server(api, session, query_syntax=query_syntax)
     if transport == "stdio":
         server.run("stdio")
     else:

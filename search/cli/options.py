@@ -32,13 +32,10 @@ def echo_json(value: Any) -> None:
 
 
 def print_table(rows: list[dict], columns: list[tuple[str, str, int]]) -> None:
-    """``rows`` as a table of ``columns`` (title, key, max width); rich is imported only when a table is printed."""
-    from rich.console import Console
-    from rich.table import Table
+    """``rows`` as a table of ``columns`` (title, key, widest cell): empty columns left out, cells wrapped at word
+    boundaries (``search.cli.render.table``), bold headers on a terminal."""
+    import sys
 
-    table = Table(show_lines=False)
-    for title, _, width in columns:
-        table.add_column(title, max_width=width, overflow="fold")
-    for row in rows:
-        table.add_row(*[str(row.get(key, "")) for _, key, _ in columns])
-    Console().print(table)
+    from search.cli.render import table
+
+    click.echo(table(rows, columns, sys.stdout.isatty()))

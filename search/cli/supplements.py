@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from search.cli.options import data_dir_option, echo_json, print_table, settings_for
+from search.core.names import DEFAULT_COLLECTION
 from search.core.supplements import SupplementPlace
 
 
@@ -31,13 +32,13 @@ def supplements() -> None:
 @supplements.command("list")
 @click.argument("pmcid")
 @data_dir_option
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the REST response body")
 def list_files(pmcid: str, data_dir: Path | None, collection: str, as_json: bool) -> None:
     """The files of PMCID with their sheets or pages and extraction status."""
-    from search.retrieval.service import SearchService
+    from search.services import Services
 
-    res = SearchService(settings_for(data_dir)).supplements(pmcid, collection=collection)
+    res = Services.open(settings_for(data_dir)).search.supplements(pmcid, collection=collection)
     if as_json:
         echo_json(res)
         return
@@ -60,17 +61,17 @@ def list_files(pmcid: str, data_dir: Path | None, collection: str, as_json: bool
 @click.option("--part", "--sheet", "part", help="Sheet or part: number (0 first) or name [default: the first]")
 @click.option("--start", type=click.IntRange(min=0), help="First row, paragraph or page")
 @click.option("--limit", "-n", type=click.IntRange(1, 1000), default=20, show_default=True)
-@click.option("--collection", default="default", show_default=True)
+@click.option("--collection", default=DEFAULT_COLLECTION, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the REST response body")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the rows as CSV (header first, formulas neutralised)")
 def read(pmcid: str, file: str, data_dir: Path | None, part: str | None, start: int | None, limit: int,
          collection: str, as_json: bool, as_csv: bool) -> None:
     """A page of FILE (its number in `supplements list`, or its name)."""
-    from search.retrieval.service import SearchService
     from search.retrieval.supplements import as_csv as csv_text
+    from search.services import Services
 
-    page = SearchService(settings_for(data_dir)).read_supplement(pmcid, file, part=part, start=start, limit=limit,
-                                                                 collection=collection)
+    search = Services.open(settings_for(data_dir)).search
+    page = search.read_supplement(pmcid, file, part=part, start=start, limit=limit, collection=collection)
     if as_json:
         echo_json(page)
         return

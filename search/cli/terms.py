@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from search.cli.options import data_dir_option, echo_json, print_table, settings_for
+from search.text.term_search import ID_QUERY_RE
 
 
 @click.command("terms")
@@ -32,11 +33,9 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
     # one query in a short-lived process: OpenBLAS's thread pool (started when numpy is imported) costs ~60 ms of CPU
     # and nothing here multiplies matrices large enough to use it
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from search.engines import open_engine
-    from search.ontology.service import TermService
+    from search.services import Services
 
-    settings = settings_for(data_dir)
-    svc = TermService(settings.data_dir, engine=open_engine(settings))
+    svc = Services.open(settings_for(data_dir)).terms
     if resolve:
         found = svc.resolve_description(query, ontology, aspect=aspect, limit=limit, hidden=hidden,
                                         hidden_descendants=hidden_descendants)
@@ -51,6 +50,10 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
     if as_json:
         echo_json(res)
         return
+    asked = ID_QUERY_RE.fullmatch(query)
+    if asked and res.hits and res.hits[0].id != asked.group(1):
+        # found by one of its alternative ids (the term index keeps them): say so, as GET /v1/terms/{id} does
+        click.echo(f"{asked.group(1)} is an alternative id of {res.hits[0].id} ({res.hits[0].name}).")
     rows = [{**h.model_dump(), "score": f"{h.score:.2f}", "matched_synonym": h.matched_synonym or "",
              "aspect": h.aspect or "", "obsolete": "obsolete" if h.obsolete else ""} for h in res.hits]
     print_table(rows, [("id", "id", 14), ("aspect", "aspect", 6), ("name", "name", 45),

@@ -57,10 +57,11 @@ def term_encoder(data_dir: Path | None, ontologies: str, epochs: int, seed: int,
     import os
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch starts OpenMP (train.py says why)
-    from search.cli.progress import Progress
     from search.core.names import check_ontology
+    from search.core.progress import Progress
     from search.ontology.encoder.train import Run, TrainConfig
     from search.ontology.encoder.train import train as run_training
+    from search.services import Services
 
     settings = settings_for(data_dir)
     names = tuple(check_ontology(n.strip()) for n in ontologies.split(",") if n.strip())
@@ -70,7 +71,7 @@ def term_encoder(data_dir: Path | None, ontologies: str, epochs: int, seed: int,
     run = Run(device=device, threads=threads, checkpoint_s=checkpoint_minutes * 60, restart=restart,
               stop_after_steps=stop_after_steps)
     with Progress("batches", json_lines=as_json) as progress:
-        result = run_training(settings.data_dir, cfg, run, progress)
+        result = run_training(Services.open(settings).terms, cfg, run, progress)
     if as_json:
         click.echo(json.dumps({k: v for k, v in result.items() if k != "held_out"}))
         return

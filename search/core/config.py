@@ -14,7 +14,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from search.core.base import Model
 from search.core.errors import FlysiftError
@@ -25,6 +25,9 @@ CONFIG_ENV = "FLYSIFT_CONFIG"
 ENV_PREFIX = "FLYSIFT_"
 #: characters of a refused value an error quotes
 MAX_QUOTED = 60
+#: the default request limits (settings ``max_page_size`` and ``max_query_chars``), for papers, passages and terms
+MAX_PAGE_SIZE = 100
+MAX_QUERY_CHARS = 1000
 
 
 def _config_error(message: str) -> FlysiftError:
@@ -102,8 +105,9 @@ class FieldWeights(Model):
 
 class CollectionSettings(Model):
     """``[collections.<name>]`` of the config file: the collection's BM25 parameters (docs/search.md, "Scoring").
-    ``bm25_k1``/``bm25_b`` need the cluster engine (tantivy fixes them); field weights work in both engines; all
-    three apply from the collection's next build."""
+    ``bm25_k1``/``bm25_b`` need an engine that can set them (the cluster engine; ``search.engines.check_settings``
+    refuses them at startup otherwise); field weights work in both engines; all three apply from the collection's
+    next build."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -149,10 +153,14 @@ class Settings(Model):
     cluster_bulk_concurrency: int | None = Field(None, ge=1, le=32, description="_bulk requests in flight while "
                                                  "indexing; default 2 per data node, at least 2")
 
-    # request limits
-    max_query_chars: int = 1000
-    max_page_size: int = 100
+    # request limits: of paper, passage and term searches alike
+    max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1, description="Longest query (characters) of a paper, "
+                                 "passage or term search")
+    max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Most hits one search answers (papers, passages, "
+                               "terms, the FlyAOC term tools)")
     max_offset: int = 10_000
+    max_export_hits: int = Field(100_000, ge=1, le=10_000_000, description="Most hits one export (format=csv, "
+                                 "tsv, ris, bibtex, jsonl, trec) streams")
     default_paper_max_chars: int = 40_000
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="Largest JSON request body (bytes); "
                                 "collection builds send papers in batches under it")
@@ -184,6 +192,8 @@ class Settings(Model):
     session_db: Path | None = Field(None, description="SQLite file (default <data_dir>/sessions.sqlite)")
     lexicon: str | None = Field(None, description="Comma-separated gene lexicon sources (see search.text.lexicon)")
     ground_truth: Path | None = Field(None, description="FlyAOC ground truth, for coverage of curator-cited papers")
+    runs_dir: Path | None = Field(None, description="Directory of curation run directories (`flysift curate batch "
+                                  "--run-dir`) that the run review pages (/runs) list by name")
     cursor_secret: SecretStr | None = Field(
         None, description="Key that signs paper-text cursors (16+ characters); default: generated once into "
                           "<data_dir>/cursor_secret. Set it when API processes on several machines share sessions")
@@ -202,20 +212,6 @@ class Settings(Model):
             raise ValueError(f"collection name {bad[0][:MAX_QUOTED]!r} is not [a-z0-9][a-z0-9_-]{{0,62}}")
         return value
 
-    @model_validator(mode="after")
-    def _embedded_bm25(self) -> Settings:
-        """tantivy fixes k1 and b: a collection asking for others on the embedded engine is refused, not ignored."""
-        if self.engine_kind != "embedded":
-            return self
-        for name, c in self.collections.items():
-            if c.bm25_k1 not in (None, BM25_K1) or c.bm25_b not in (None, BM25_B):
-                asked = ", ".join(f"{k}={v}" for k, v in (("bm25_k1", c.bm25_k1), ("bm25_b", c.bm25_b))
-                                  if v is not None)
-                raise ValueError(f"collections.{name}: {asked} needs the cluster engine; the embedded engine (tantivy) "
-                                 f"fixes BM25 at k1={BM25_K1}, b={BM25_B}. Remove bm25_k1/bm25_b from the collection "
-                                 "or use the cluster engine (FLYSIFT_CLUSTER_URL)")
-        return self
-
     def bm25(self, collection: str) -> Bm25Params:
         """The BM25 parameters configured for ``collection``: its table's keys, defaults for the rest."""
         c = self.collections.get(collection)
@@ -227,6 +223,8 @@ class Settings(Model):
 
     @property
     def engine_kind(self) -> str:
+        """embedded or cluster: read by the engine factory (``search.engines``) alone; code above the engines asks
+        an engine's capabilities."""
         if self.engine:
             return self.engine
         return "cluster" if self.cluster_url else "embedded"

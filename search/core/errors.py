@@ -69,7 +69,8 @@ class Unavailable(FlysiftError):
 
 
 class IndexMissing(FlysiftError):
-    """No published index: the service is not ready yet (index, then retry). Engines raise :func:`index_missing`."""
+    """No published index: the service is not ready yet (index, then retry). Engines raise it through
+    ``search.core.names.index_missing``."""
 
     status = 503
     code = "index_missing"
@@ -85,15 +86,6 @@ class CollectionNotFound(IndexMissing):
     def __init__(self, message: str, **kw: Any):
         super().__init__(message, **kw)
         self.details = {"field": "collection", **self.details}
-
-
-#: the collection a service serves when a request names none; without an index it is "not ready", not "unknown"
-DEFAULT_COLLECTION = "default"
-
-
-def index_missing(collection: str, message: str, **kw: Any) -> IndexMissing:
-    """503 ``index_missing`` for the default collection, 404 ``not_found`` for any other."""
-    return (IndexMissing if collection == DEFAULT_COLLECTION else CollectionNotFound)(message, **kw)
 
 
 class InputError(FlysiftError):

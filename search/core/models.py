@@ -92,6 +92,20 @@ class Snippet(Model):
     highlights: list[tuple[int, int]] = Field(default_factory=list)
 
 
+class ConceptMention(Model):
+    """Where a ``term:`` query's concept is mentioned: the term recognised (``term_id``, a descendant of or equal
+    to the queried ``matched``), its passage and [start, end) in the passage's text, the words and what matched
+    (``name``, ``synonym``, ``abbreviation``)."""
+
+    term_id: str
+    matched: str
+    passage_id: str
+    start: int
+    end: int
+    text: str
+    via: str = "name"
+
+
 class PaperHit(Model):
     pmcid: str
     title: str
@@ -105,6 +119,14 @@ class PaperHit(Model):
                                description="Names of the query clauses (e.g. gene names) this hit matched")
     supplement: SupplementPlace | None = Field(None, description="Where in a supplementary file the best passage "
                                                                  "is, when it is a supplement's (with snippets)")
+    pmid: str | None = None
+    doi: str | None = None
+    highlight: dict[str, list[str]] | None = Field(
+        None, description="With a request's highlight: fragments with the matched words tagged, per field (title, "
+                          "abstract, passage: the paper's best passage, named by best_passage)")
+    best_passage: str | None = Field(None, description="Id of the passage highlight.passage comes from")
+    mentions: list[ConceptMention] | None = Field(None, description="With term: in the query: the paper's first "
+                                                  "mentions of the concept (or a descendant)")
 
 
 class PassageHit(Model):
@@ -122,6 +144,11 @@ class PassageHit(Model):
     matched: list[str] = Field(default_factory=list)
     source: Source = Field("paper", description="paper: the article's text; supplement: a supplementary file")
     supplement: SupplementPlace | None = Field(None, description="A supplement passage's file, sheet, rows or pages")
+    highlight: dict[str, list[str]] | None = Field(
+        None, description="With a request's highlight: fragments of text with the matched words tagged")
+    title: str | None = Field(None, description="The paper's title (exports and the CLI ask for it)")
+    mentions: list[ConceptMention] | None = Field(None, description="With term: in the query: the passage's "
+                                                  "mentions of the concept (or a descendant)")
 
 
 class SearchResults(Model):
@@ -133,6 +160,9 @@ class SearchResults(Model):
     hits: list[Any]
     took_ms: float = 0.0
     query: dict[str, Any] = Field(default_factory=dict, description="How the planner read the query")
+    facets: dict[str, dict[str, int]] | None = Field(
+        None, description="With a request's facets: how many of all matching documents have each year / section "
+                          "(papers: a body section of that type; passages: their section)")
 
 
 class PaperSearchResults(SearchResults):
@@ -168,6 +198,20 @@ class IndexStats(Model):
     bm25: dict[str, Any] | None = Field(None, description="BM25 parameters paper searches run under: k1, b and "
                                         "field_weights of the published index; next_build: the configured values "
                                         "that differ, applied by the collection's next build")
+
+
+class CollectionInfo(Model):
+    """A collection with a published build, as ``GET /v1/collections`` lists it."""
+
+    name: str
+    engine: str
+    papers: int
+    passages: int
+    build: str | None = None
+    index_bytes: int = 0
+    ontologies: dict[str, int] = Field(default_factory=dict, description="Term indexes beside it: ontology → terms")
+    concepts: dict[str, Any] | None = Field(None, description="Its concept index (flysift index concepts): "
+                                            "ontologies, papers, mentions, terms, bytes; null without one")
 
 
 class IndexSummary(Model):

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
-from search.core.errors import InvalidRequest, NotFound
+from search.core.errors import CollectionNotFound, IndexMissing, InvalidRequest, NotFound
 
 ONTOLOGY_PATTERN = r"[a-z][a-z0-9_-]{0,31}"
 COLLECTION_PATTERN = r"[a-z0-9][a-z0-9_-]{0,62}"
 BUILD_ID_PATTERN = r"[0-9]{8}[T-][0-9]{6}-[0-9a-f]{6}"
+#: TREC topic ids and run tags of a run export: one token
+TREC_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+#: the collection a service serves when a request names none; without an index it is "not ready", not "unknown"
+DEFAULT_COLLECTION = "default"
 
 PATTERNS: dict[str, re.Pattern[str]] = {
     "ontology": re.compile(ONTOLOGY_PATTERN), "collection": re.compile(COLLECTION_PATTERN),
@@ -56,10 +61,6 @@ def check_collection(name: object, field: str = "collection") -> str:
     return check("collection", name, field)
 
 
-def check_build_id(name: object, field: str = "build_id") -> str:
-    return check("build_id", name, field)
-
-
 def is_valid(kind: str, name: object) -> bool:
     return isinstance(name, str) and PATTERNS[kind].fullmatch(name) is not None
 
@@ -72,3 +73,9 @@ def lookup(kind: str, name: object, registry: Iterable[str], *, field: str | Non
         raise NotFound(f"unknown {LABELS[kind]} {name!r}" + (f": {hint}" if hint else ""),
                        details={"field": field or kind, "valid": known})
     return name
+
+
+def index_missing(collection: str, message: str, **kw: Any) -> IndexMissing:
+    """503 ``index_missing`` for the default collection (not ready yet), 404 ``not_found`` for any other (a named
+    collection without a published index does not exist)."""
+    return (IndexMissing if collection == DEFAULT_COLLECTION else CollectionNotFound)(message, **kw)

@@ -9,9 +9,10 @@ document frequency and one saturation over the whole paper (docs/search.md, "Sco
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
 
 from search.core.base import Model
 
@@ -96,6 +97,9 @@ class Clause(Model):
     boost: float = 1.0
     required: bool = False
     name: str | None = None
+    #: the one paper field the clause searches (``title:``/``abstract:`` of the query language); None: the whole
+    #: paper (or the passage). A passage search reads ``abstract`` as "in an abstract passage".
+    field: Literal["title", "abstract"] | None = None
 
 
 #: bounds of a filter as a request may send it (a year is four digits; lists are what one query can carry)
@@ -126,14 +130,112 @@ class Filters(Model):
         return self
 
 
+class FilterNode(Model):
+    """A filter inside a boolean query (``-section:methods``, ``(year:2005 OR title:Shh)``): restricts, never
+    scores. ``field`` is ``year`` (``year_from``/``year_to``), ``section`` or ``pmcid`` (``values``, any of)."""
+
+    kind: Literal["filter"] = "filter"
+    field: Literal["year", "section", "pmcid"]
+    values: list[str] = Field(default_factory=list)
+    year_from: int | None = None
+    year_to: int | None = None
+
+
+class ConceptNode(Model):
+    """``term:GO:0007219`` of the query language: documents that mention one of ``ids`` or a descendant (the
+    collection's concept index, ``flysift index concepts``), scored by ``concept_score``, like a word."""
+
+    kind: Literal["concept"] = "concept"
+    ids: list[str] = Field(default_factory=list)
+
+
+#: term ids one ``term:`` leaf may name
+MAX_CONCEPT_IDS = 64
+
+
+def concept_score(mentions: int) -> float:
+    """What ``term:`` adds to a document that mentions the concept ``mentions`` times: 1 + ln(mentions), about a
+    word's BM25 score, in every engine."""
+    return round(1.0 + math.log(max(1, mentions)), 4)
+
+
+class BoolNode(Model):
+    """A boolean group of the query language: every ``must`` and ``filter`` matches (a filter without scoring), none
+    of ``must_not``; ``should`` add score and, in a group without ``must``, at least one of them matches
+    (Elasticsearch's ``bool`` with ``minimum_should_match`` 1 when there is no ``must``). A leaf ``Clause`` matches
+    when its analysed tokens do; one word of the query is usually a group of several clauses (its word view, an
+    exact-case bonus…) in ``should``. A group with nothing but ``filter`` matches every document they keep."""
+
+    kind: Literal["bool"] = "bool"
+    must: list[QueryNode] = Field(default_factory=list)
+    should: list[QueryNode] = Field(default_factory=list)
+    must_not: list[QueryNode] = Field(default_factory=list)
+    filter: list[QueryNode] = Field(default_factory=list)
+
+
+def _node_kind(value: Any) -> str:
+    kind = value.get("kind", "clause") if isinstance(value, dict) else getattr(value, "kind", "clause")
+    return kind if kind in ("bool", "filter", "concept") else "clause"
+
+
+QueryNode = Annotated[Annotated[Clause, Tag("clause")] | Annotated[BoolNode, Tag("bool")]
+                      | Annotated[FilterNode, Tag("filter")] | Annotated[ConceptNode, Tag("concept")],
+                      Discriminator(_node_kind)]
+BoolNode.model_rebuild()
+
+
 class EngineQuery(Model):
     """Clauses and filters (what engines compile), plus what the planner noted while reading the text: the stop
-    words it ``dropped`` and the ``case`` it read the query in (engines ignore both)."""
+    words it ``dropped`` and the ``case`` it read the query in (engines ignore both).
+
+    ``tree`` is set for a query that uses the query language's operators or fields (``search.retrieval.boolean``):
+    engines then match and score by it (plus ``filters``), and ``clauses`` lists its positive leaves, for
+    highlighting and ``matched``. Without a tree (every plain query), ``clauses`` are OR-ed as before."""
 
     clauses: list[Clause] = Field(default_factory=list)
     filters: Filters = Field(default_factory=Filters)
     dropped: list[str] = Field(default_factory=list)
     case: Literal["as written", "capitals", "title"] = "as written"
+    tree: BoolNode | None = None
 
     def named(self) -> list[Clause]:
         return [c for c in self.clauses if c.name]
+
+    def fields(self) -> set[str]:
+        """The paper fields (``title``, ``abstract``) the query restricts a clause to."""
+        return {c.field for c in self.clauses if c.field}
+
+    def concepts(self) -> list[str]:
+        """The term ids of the tree's ``term:`` leaves that can match (not under ``must_not``)."""
+        out: list[str] = []
+
+        def walk(node: Any) -> None:
+            if isinstance(node, ConceptNode):
+                out.extend(node.ids)
+            elif isinstance(node, BoolNode):
+                for x in (*node.must, *node.should, *node.filter):
+                    walk(x)
+
+        walk(self.tree)
+        return list(dict.fromkeys(out))
+
+
+# ---- highlight settings (search.text.highlight makes the fragments) ------------------------------------------------
+
+MAX_TAG_CHARS = 64
+MAX_FRAGMENT_CHARS = 2000
+MAX_FRAGMENTS = 20
+
+
+class HighlightSpec(Model):
+    """What a search request's ``highlight`` asks for (``true`` is all defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pre_tag: str = Field("<em>", max_length=MAX_TAG_CHARS, description="Put before each matched word")
+    post_tag: str = Field("</em>", max_length=MAX_TAG_CHARS, description="Put after each matched word")
+    fragment_size: int = Field(150, ge=20, le=MAX_FRAGMENT_CHARS, description="Characters per fragment (about: "
+                               "fragments start and end at word boundaries)")
+    number_of_fragments: int = Field(3, ge=0, le=MAX_FRAGMENTS, description="Fragments per field, best first by "
+                                     "matches, returned in text order; 0: the whole field")
+    encoder: Literal["default", "html"] = Field("default", description="html: escape the text around the tags")

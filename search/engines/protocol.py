@@ -5,25 +5,57 @@ the live index atomically (a killed build leaves the previous one serving). Read
 from an ``EngineQuery``, paper fetch, a scan of every passage (the dense index embeds them), stats and whether an
 index exists. Ontology terms live in their own per-ontology index, replaced as a whole by ``write_terms`` and
 searched by ``search_terms`` as ``search.text.term_search`` defines it, identically in every engine.
+
+Code above the engines never asks which engine it has: it reads the engine's :class:`Capabilities`, and what must
+live beside a published build (the dense index, ``search.engines.dense``) reaches the build's folder through
+``Engine.published_files``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Protocol
 
 from search.core.models import (
+    ConceptMention,
     IndexStats,
     Paper,
+    PaperHit,
     PaperSearchResults,
     Passage,
+    PassageHit,
     PassageSearchResults,
     Reject,
     Term,
     TermHit,
 )
-from search.core.query import EngineQuery
+from search.core.query import EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do, for the code above it that must choose (never a branch on the engine's name)."""
+
+    #: a published build is a folder of this machine's data directory (``Engine.published_files``): files that
+    #: belong to one build (the dense index) can live beside it
+    local_builds: bool
+    #: a search is CPU work on files this process has open, with no network wait: the API may answer it on the event
+    #: loop instead of a worker thread
+    in_process: bool
+    #: the index is shared by every machine that serves it: sessions default to a store they share as well
+    shared: bool
+    #: BM25's k1 and b can be set per collection (field weights work in every engine)
+    bm25_params: bool
+
+
+class PublishedBuild(NamedTuple):
+    """The published build of a collection: its id and its folder (what lives there belongs to this build alone)."""
+
+    build: str
+    path: Path
 
 
 class Build(Protocol):
@@ -56,6 +88,24 @@ class Build(Protocol):
         """Stop writing; keep the partial build for a resume, or remove it (``discard``) so it holds no disk."""
 
 
+class ConceptWriter(Protocol):
+    """Writes the concept index of a collection's published build (``flysift index concepts``): the mentions of
+    ontology terms in its passages, each with its term's ancestors. ``done`` holds the papers an interrupted earlier
+    run finished; nothing is searched until ``publish``."""
+
+    done: set[str]
+
+    def add(self, pmcid: str, rows: Iterable[tuple[str, str, int, int, str, str, Sequence[str]]]) -> None:
+        """One paper's mentions: (passage id, term id, start, end, text, via, the term and its ancestors)."""
+
+    def commit(self) -> None: ...
+
+    def publish(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """Make it the build's concept index (atomically); returns ``meta`` with the counts and bytes."""
+
+    def abort(self) -> None: ...
+
+
 class TermEngine(Protocol):
     """The term side of an engine: what the term service needs."""
 
@@ -80,7 +130,11 @@ class TermEngine(Protocol):
 
 
 class Engine(TermEngine, Protocol):
+    #: a label for people (health, stats, banners); code chooses by ``capabilities``
     name: str
+    capabilities: Capabilities
+    #: the collection this engine serves
+    collection: str
 
     def open_build(self, fingerprint: str, resume: bool = True) -> Build: ...
 
@@ -91,10 +145,44 @@ class Engine(TermEngine, Protocol):
 
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                      snippets: bool = True) -> PaperSearchResults: ...
+                      snippets: bool = True, highlight: HighlightSpec | None = None) -> PaperSearchResults:
+        """``highlight``: fragments of title, abstract and best passage (``search.text.highlight``, the same
+        function in every engine)."""
+
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                        snippets: bool = True) -> PassageSearchResults: ...
+                        snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults: ...
     def get_paper(self, pmcid: str) -> Paper | None: ...
+
+    # ---- browsing (each engine's ``browse`` module): facets, exports, heads, document frequencies -------------
+    def facets(self, kind: Literal["papers", "passages"], query: EngineQuery,
+               names: Iterable[str]) -> dict[str, dict[str, int]]:
+        """For ``names`` among ``year`` and ``section``: how many of all matching papers (passages) have each value
+        (papers: a body section of that type); values without any are left out. The same counts in every engine."""
+
+    def export_papers(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PaperHit]:
+        """The first ``limit`` matching papers, best first, without snippets, read as they are consumed (bounded
+        memory whatever ``limit`` is)."""
+
+    def export_passages(self, query: EngineQuery, limit: int = 10_000) -> Iterator[PassageHit]: ...
+
+    def paper_heads(self, pmcids: Iterable[str]) -> dict[str, PaperHit]:
+        """Title, year, journal, pmid and doi of these papers (score 0; unknown ones left out)."""
+
+    def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:
+        """The number of papers, and how many hold each word-view token (more-like-this weighs terms by it)."""
+
+    def open_concepts(self, resume: bool = True) -> tuple[ConceptWriter, str]:
+        """A writer of the published build's concept index, and that build's id."""
+
+    def concepts_info(self) -> dict[str, Any] | None:
+        """What the published build's concept index holds (ontologies, papers, mentions, terms, bytes), or None."""
+
+    def paper_concepts(self, pmcid: str) -> list[ConceptMention]:
+        """Every concept mention of a paper, in text order (``concepts_missing`` without a concept index)."""
+
+    def concept_counts(self, kind: Literal["papers", "passages"], term_ids: Sequence[str]) -> dict[str, int]:
+        """The papers (pmcid) or passages (id) that mention one of ``term_ids`` or a descendant, with how many
+        mentions; ``concepts_missing`` (409) without a concept index for the published build."""
 
     def supplement_chunks(self, pmcid: str, file_index: int, part: int, start: int,
                           limit: int) -> list[SupplementChunk]:
@@ -107,6 +195,18 @@ class Engine(TermEngine, Protocol):
 
     def has_index(self) -> bool:
         """Whether the collection has a published build (health answers with it; no error when it has none)."""
+
+    def outdated(self) -> str | None:
+        """Why the published build should be rewritten (an on-disk layout this engine reads only for now, to stop
+        reading after a deprecation): one line naming ``flysift upgrade``; None when it is current or absent."""
+
+    def scan_papers(self) -> Iterator[Paper]:
+        """Every paper of the published build (``flysift upgrade`` rewrites an outdated build from them); only asked
+        of an engine whose ``outdated()`` said so."""
+
+    def published_files(self) -> PublishedBuild:
+        """The published build's id and folder, for an engine with ``capabilities.local_builds`` (others raise
+        ``NotImplementedError``); ``IndexMissing`` before the first publish. The folder changes with every publish."""
 
     def bm25_parameters(self, kind: Literal["papers", "passages"] = "papers") -> dict[str, Any]:
         """k1, b and field weights that searches of ``kind`` run under now (``explain``, ``stats``): the published

@@ -7,13 +7,13 @@ from search.flyaoc.predictions import (
                                        SCORED_K,
                                        TASKS,
                                        GenePrediction,
-                                       Issue,
                                        PredictionIssue,
                                        load_predictions,
                                        normalize_synonym,
                                        parse_prediction,
 )
-from search.flyaoc.validation import ValidationReport, lookup_in, validate_output
+from search.flyaoc.validation import lookup_in, validate_output
+from search.schema.flyaoc import Issue, ValidationReport
 
 __all__ = ["SCORED_K", "TASKS", "GeneRecord", "GenePrediction", "Issue", "PredictionIssue", "ValidationReport",
            "cited_pmcids", "load_ground_truth", "load_predictions", "lookup_in", "normalize_synonym",

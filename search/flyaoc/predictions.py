@@ -1,9 +1,9 @@
 """FlyAOC predictions (spec §3.3, §4.3): the issue types that report on them and the lenient parser that turns a
 prediction file into ranked lists for scoring.
 
-Two kinds of finding, one home: :class:`Issue` is one finding of the validator on one object (a path, a code, a
-message; FlyAOC's ``errors`` are its ``str``); :class:`PredictionIssue` is one problem the evaluator met in one
-gene's file (``error``: the file or a task is unusable; ``warning``: an item was skipped and scoring went on as
+Two kinds of finding: :class:`search.schema.flyaoc.Issue` is one finding of the validator on one object (a path, a
+code, a message; FlyAOC's ``errors`` are its ``str``); :class:`PredictionIssue` is one problem the evaluator met in
+one gene's file (``error``: the file or a task is unusable; ``warning``: an item was skipped and scoring went on as
 FlyAOC's evaluator would). The parser never raises on a bad prediction: it records issues, and a file it cannot use
 scores zero.
 """
@@ -14,9 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from search.core.errors import InputError
 from search.flyaoc.ids import PMCID, TERM_ID, well_formed
@@ -38,20 +36,6 @@ def normalize_synonym(s: str) -> str:
 
 def _first_occurrences(items: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(items))
-
-
-class Issue(BaseModel):
-    """One finding of the validator on one prediction object. ``suggestions`` holds replacement ids for obsolete
-    terms."""
-
-    path: str
-    severity: Literal["error", "warning"]
-    code: str
-    message: str
-    suggestions: list[str] = Field(default_factory=list)
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
 
 
 @dataclass(frozen=True)

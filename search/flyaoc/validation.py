@@ -19,11 +19,10 @@ import re
 from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from search.core.models import Term
 from search.flyaoc.ids import FBBT_ID, FBDV_ID, GENE_ID, GO_ID, PMCID
-from search.flyaoc.predictions import SCORED_K, Issue, normalize_synonym
+from search.flyaoc.predictions import SCORED_K, normalize_synonym
+from search.schema.flyaoc import AnnotationCount, Issue, ValidationReport
 
 MAX_DESCRIPTION = 100
 MAX_EVIDENCE_TEXT = 500
@@ -40,22 +39,6 @@ ASPECTS = ("P", "F", "C")
 EXPRESSION_TYPES = ("polypeptide", "transcript")
 
 Lookup = Callable[[str], Term | None]
-
-
-class AnnotationCount(BaseModel):
-    task1_go_terms: int = 0
-    task2_expression: int = 0
-    task3_synonyms: int = Field(0, description="fullname + symbol synonyms")
-
-
-class ValidationReport(BaseModel):
-    """FlyAOC's ``{valid, errors, annotation_count}`` plus flysift's warnings and the structured issues."""
-
-    valid: bool
-    errors: list[str]
-    warnings: list[str] = Field(default_factory=list)
-    annotation_count: AnnotationCount
-    issues: list[Issue] = Field(default_factory=list)
 
 
 def lookup_in(ontologies: Iterable[Any]) -> Lookup:

@@ -19,15 +19,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
 from search.client import AsyncClient, ClientError, awaited
 from search.core.models import ABSTRACT, SECTION_TYPES, PaperText
 from search.core.supplements import SupplementPlace
-from search.ontology.hidden import hidden_query
-from search.sessions.models import Session
+from search.schema.hidden import hidden_query
+from search.schema.sessions import Session
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("flysift.mcp")
 
@@ -88,9 +91,12 @@ def paper_record(page: PaperText, ignored: list[str]) -> dict[str, Any]:
 class SessionTools:
     """The tools of one session; each method is one MCP tool and returns JSON text."""
 
-    def __init__(self, api: AsyncClient, session: Session):
+    def __init__(self, api: AsyncClient, session: Session, query_syntax: bool = False):
         self.api = api
         self.session = session
+        #: the searches read the query language (opt-in: ``flysift mcp --query-syntax``; FlyAOC's tools read words
+        #: and phrases, and parity runs never turn it on)
+        self.syntax: Literal["query", "plain"] = "query" if query_syntax else "plain"
         #: the session's hidden terms as the term endpoints' parameters
         self.hidden = hidden_query(spec=session.hidden_terms).params()
 
@@ -118,7 +124,7 @@ class SessionTools:
             return error(msg, "invalid_request")
 
         async def work() -> str:
-            res = await awaited(self.api.search_papers(query, limit=limit, gene=gene))
+            res = await awaited(self.api.search_papers(query, limit=limit, gene=gene, syntax=self.syntax))
             hits = [{"pmcid": h.pmcid, "title": h.title, "abstract": h.abstract[:ABSTRACT_CHARS],
                      "relevance_score": round(h.score, 2), "gene_in_title": h.gene_in_title, "year": h.year}
                     for h in res.hits if h.score > 0]
@@ -142,7 +148,7 @@ class SessionTools:
         async def work() -> str:
             filters = {k: v for k, v in {"pmcids": pmcids, "section_types": sections}.items() if v}
             res = await awaited(self.api.search_passages(query, limit=limit, filters=filters or None, snippets=False,
-                                                         gene=gene))
+                                                         gene=gene, syntax=self.syntax))
             return fit([{"passage_id": h.passage_id, "pmcid": h.pmcid, "section_type": h.section_type,
                          "text": h.text, "start": h.start, "end": h.end, "score": round(h.score, 2),
                          **({"supplement": where(h.supplement)} if h.supplement else {})}
@@ -370,14 +376,20 @@ def instructions(session: Session) -> str:
             "search_stage_terms, and submit the complete prediction with submit_annotations.")
 
 
-def build_server(api: AsyncClient, session: Session):
-    """An MCPServer exposing :class:`SessionTools` for ``session``."""
+SYNTAX_NOTE = (" Searches read the query language: +word must match, -word must not, AND OR NOT (capitals) and "
+               "parentheses, \"phrases\", title:, abstract:, gene:, year:2005..2010, section:results.")
+
+
+def build_server(api: AsyncClient, session: Session, query_syntax: bool = False) -> MCPServer:
+    """An MCPServer exposing :class:`SessionTools` for ``session``; ``query_syntax`` turns the query language on for
+    its searches (off by default: agents keep the plain-text reading, and FlyAOC parity runs never turn it on)."""
     from mcp.server.mcpserver import MCPServer
 
     from search import __version__
 
-    tools = SessionTools(api, session)
-    server = MCPServer("flysift", instructions=instructions(session), version=__version__, log_level="WARNING")
+    tools = SessionTools(api, session, query_syntax=query_syntax)
+    server = MCPServer("flysift", instructions=instructions(session) + (SYNTAX_NOTE if query_syntax else ""),
+                       version=__version__, log_level="WARNING")
     names = SessionTools.TOOLS + (SessionTools.SUPPLEMENT_TOOLS if session.budget_policy != "flyaoc" else ())
     for name in names:
         server.add_tool(getattr(tools, name), name=name, structured_output=False)

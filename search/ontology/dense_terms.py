@@ -1,5 +1,5 @@
 """The optional dense term index: every live term's name, synonyms and definition embedded with the project's
-sentence-transformers model (the passage index's model and backend, :mod:`search.retrieval.dense`), so that term
+sentence-transformers model (the passage index's model and backend, :mod:`search.engines.dense`), so that term
 search can find paraphrases that share no word with a label ("GIM complex" → prefoldin complex), fused with the
 lexical ranking by reciprocal-rank fusion (``mode=hybrid``) or alone (``mode=dense``).
 
@@ -38,8 +38,8 @@ from search.core.errors import InvalidRequest
 from search.core.models import TermHit
 from search.core.names import check_ontology
 from search.engines import TermEngine
+from search.engines.dense import DenseUnavailable, embed, load_encoder, model_name, resolve_encoder
 from search.ontology.model import Ontology
-from search.retrieval.dense import DenseUnavailable, embed, load_encoder, model_name, resolve_encoder
 from search.retrieval.fusion import rrf
 from search.text.analysis import query_variants
 

@@ -1,8 +1,5 @@
-"""Ontologies (GO, FBbt, FBdv or any OBO file): loading, a compact cache, the DAG and Wang similarity.
-
-Parsing uses ``fastobo``, the OBO parser pronto is built on, directly: pronto drops the ``{…}`` qualifiers of
-``is_a`` lines (FlyAOC's FBbt DAG must skip qualified lines, spec §4.4) and refuses relationships whose
-``[Typedef]`` is not declared, while fastobo keeps every clause and reports syntax errors with a line number.
+"""Ontologies (GO, FBbt, FBdv or any OBO, OWL or OBO Graphs file): loading, a compact cache, the DAG and Wang
+similarity. Reading the files is ``search.ontology.formats``.
 
 Loading GO from OBO takes seconds, so :meth:`Ontology.load` keeps the normalised columns keyed by the file's SHA-256
 (``~/.cache/flysift/ontologies`` or ``$FLYSIFT_ONTOLOGY_CACHE``); later loads read that. The compact form (also what
@@ -35,13 +32,13 @@ import numpy as np
 from search.core.errors import InputError, InvalidRequest
 from search.core.models import Synonym, Term
 from search.core.names import check_ontology
+from search.ontology.formats import IS_A, parse
 
 #: the compact form's layout; files of another format are not read (a cache is rebuilt, a data dir re-indexed)
 CACHE_FORMAT = 2
 #: what the compact form's files end with
 SUFFIX = ".json.gz"
 
-IS_A = "is_a"
 PART_OF = "part_of"
 #: "is a kind of / is a part of": the default relation set of ancestors and descendants (FBdv's part-of is
 #: ``substage_of``).
@@ -55,7 +52,6 @@ RELATION_SETS: dict[str, tuple[str, ...] | None] = {
 
 GO_ASPECTS: dict[str, Literal["P", "F", "C"]] = {"biological_process": "P", "molecular_function": "F",
                                                   "cellular_component": "C"}
-SCOPES = ("EXACT", "NARROW", "BROAD", "RELATED")
 
 
 @dataclass(frozen=True)
@@ -119,90 +115,6 @@ def read_json(path: Path) -> object:
         return json.loads(gzip.decompress(blob))
     except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:   # BadGzipFile is an OSError
         raise ValueError(f"{path}: not a gzipped JSON file ({type(e).__name__}: {str(e)[:100]})") from None
-
-
-# ---- parsing ------------------------------------------------------------------------------------------------------
-
-def _parse_obo(path: Path, name: str) -> dict:
-    """Read an OBO file (plain or gzipped) into the column layout :class:`Ontology` keeps."""
-    import fastobo  # parsing only: a service reads the compact form, and the CLI's term search neither
-
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as fh:
-            doc = fastobo.load(fh)
-    except SyntaxError as e:
-        raise InputError(f"{path}: line {e.lineno}: malformed OBO: {e.msg} ({(e.text or '').strip()!r})",
-                         source=str(path), record=e.lineno, field="obo") from None
-    except (OSError, EOFError, ValueError) as e:
-        raise InputError(f"{path}: cannot read OBO file: {e}", source=str(path)) from None
-
-    data_version = None
-    default_ns = None
-    for clause in doc.header:
-        tag = clause.raw_tag()
-        if tag == "data-version":
-            data_version = clause.raw_value()
-        elif tag == "default-namespace":
-            default_ns = clause.raw_value()
-
-    rel_names: dict[str, str] = {}
-    term_frames = []
-    for frame in doc:
-        kind = type(frame).__name__
-        if kind == "TypedefFrame":
-            rid = str(frame.id)
-            if ":" in rid:
-                label = next((c.name for c in frame if c.raw_tag() == "name"), None)
-                if label:
-                    rel_names[rid] = re.sub(r"\W+", "_", label.strip()).strip("_")
-        elif kind == "TermFrame":
-            term_frames.append(frame)
-
-    cols: dict[str, list] = {k: [] for k in ("ids", "names", "namespaces", "defs", "synonyms", "alt_ids",
-                                               "obsolete", "replaced_by", "consider")}
-    edges: list[tuple[int, str, str, bool]] = []
-    seen: set[str] = set()
-    for frame in term_frames:
-        tid = str(frame.id)
-        if tid in seen:
-            raise InputError(f"{path}: term {tid}: duplicate [Term] stanza", source=str(path), pmcid=None,
-                             field="id")
-        seen.add(tid)
-        idx = len(cols["ids"])
-        nm, ns, df, obs = "", default_ns, "", False
-        syns, alts, repl, cons = [], [], [], []
-        for c in frame:
-            tag = c.raw_tag()
-            if tag == "name":
-                nm = c.name
-            elif tag == "namespace":
-                ns = str(c.namespace)
-            elif tag == "def":
-                df = c.definition
-            elif tag == "synonym":
-                syns.append((c.synonym.desc, c.synonym.scope if c.synonym.scope in SCOPES else "RELATED"))
-            elif tag == "alt_id":
-                alts.append(str(c.alt_id))
-            elif tag == "is_obsolete":
-                obs = bool(c.obsolete)
-            elif tag == "replaced_by":
-                repl.append(str(c.term))
-            elif tag == "consider":
-                cons.append(str(c.term))
-            elif tag == "is_a":
-                edges.append((idx, IS_A, str(c.term), bool(c.qualifiers)))
-            elif tag == "relationship":
-                rel = str(c.typedef)
-                edges.append((idx, rel_names.get(rel, rel), str(c.term), bool(c.qualifiers)))
-        for key, val in (("ids", tid), ("names", nm), ("namespaces", ns), ("defs", df), ("synonyms", tuple(syns)),
-                         ("alt_ids", tuple(alts)), ("obsolete", obs), ("replaced_by", tuple(repl)),
-                         ("consider", tuple(cons))):
-            cols[key].append(val)
-    if not cols["ids"]:
-        raise InputError(f"{path}: no [Term] stanzas: not an OBO ontology", source=str(path), field="obo")
-    return {"format": CACHE_FORMAT, "name": name, "source": str(path), "data_version": data_version,
-            **cols, "edges": edges}
 
 
 # ---- the compact form --------------------------------------------------------------------------------------------
@@ -298,9 +210,9 @@ class Ontology:
     # -- construction ----------------------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path, name: str, *, cache_dir: str | Path | None = None,
-             use_cache: bool = True) -> "Ontology":
-        """Load an OBO file (``.obo`` or ``.obo.gz``), from the compact cache when the file was seen before (a cache
-        file that does not read back is rebuilt)."""
+             use_cache: bool = True) -> Ontology:
+        """Load an ontology file (OBO, OWL RDF/XML or OBO Graphs JSON, plain or gzipped: ``search.ontology.formats``),
+        from the compact cache when the file was seen before (a cache file that does not read back is rebuilt)."""
         check_ontology(name, "name")   # part of the cache file's name
         path = Path(path)
         if not path.is_file():
@@ -315,14 +227,14 @@ class Ontology:
                 ont = None
             if ont is not None and ont.sha256 == sha and ont.name == name:
                 return ont
-        ont = cls(_parse_obo(path, name), sha)
+        ont = cls({"format": CACHE_FORMAT, **parse(path, name)}, sha)
         if use_cache:
             ont.save(cached)
         return ont
 
     @classmethod
     def from_terms(cls, name: str, terms: Iterable[Term], source: str = "", data_version: str | None = None
-                   ) -> "Ontology":
+                   ) -> Ontology:
         """Build from :class:`Term` models (the shape engines receive); is_a qualifiers are not represented."""
         cols: dict[str, list] = {k: [] for k in ("ids", "names", "namespaces", "defs", "synonyms", "alt_ids",
                                                    "obsolete", "replaced_by", "consider")}
@@ -342,7 +254,7 @@ class Ontology:
         write_json_atomic(Path(path), _encode(self._d, self.sha256))
 
     @classmethod
-    def read(cls, path: str | Path) -> "Ontology":
+    def read(cls, path: str | Path) -> Ontology:
         """Read what :meth:`save` wrote; ``ValueError`` naming the file for anything else (``OSError`` when it
         cannot be opened)."""
         try:

@@ -12,6 +12,7 @@ data directory agrees. Changing the key invalidates cursors in flight, nothing e
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
@@ -73,10 +74,8 @@ def _create(path: Path) -> None:
             fh.write(secrets.token_hex(32) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        try:
+        with contextlib.suppress(FileExistsError):
             os.link(tmp, path)
-        except FileExistsError:
-            pass
     finally:
         tmp.unlink(missing_ok=True)
 

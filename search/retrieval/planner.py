@@ -79,9 +79,9 @@ def query_case(tokens: list[str], known_symbols: frozenset[str] | set[str] = fro
     """
     lettered = [t for t in tokens if _letters(t)]
     unknown = [t for t in lettered if t not in known_symbols]
-    if not any(c.islower() for t in unknown for c in t) and any(len(_letters(t)) >= 2 for t in unknown):
-        if len(lettered) >= 2 or (len(unknown) == 1 and unknown[0].isalpha() and len(unknown[0]) >= CAPITAL_WORD):
-            return "capitals"
+    if not any(c.islower() for t in unknown for c in t) and any(len(_letters(t)) >= 2 for t in unknown) and \
+            (len(lettered) >= 2 or (len(unknown) == 1 and unknown[0].isalpha() and len(unknown[0]) >= CAPITAL_WORD)):
+        return "capitals"
     alpha = [t for t in tokens if _letters(t)]
     if len(alpha) < TITLE_MIN_WORDS or not all(t[:1].isupper() for t in alpha):
         return "as written"
@@ -112,78 +112,145 @@ def _read(tok: str, case: Case, known_symbols: frozenset[str] | set[str], runnin
     return "word", "word"
 
 
-def _reading(text: str, known_symbols: frozenset[str] | set[str], foldable: frozenset[str] | set[str] = frozenset()
-             ) -> tuple[list[Clause], list[dict[str, Any]], Case]:
+class _Context:
+    """What the whole query tells about each of its tokens: its case, whether it is running text (two or more
+    tokens), whether stop words are dropped, and the lexicon's sets."""
+
+    def __init__(self, tokens: list[str], marked: int, known_symbols: frozenset[str] | set[str],
+                 foldable: frozenset[str] | set[str], compounds: frozenset[str] | set[str]):
+        self.known, self.foldable, self.compounds = known_symbols, foldable, compounds
+        self.case = query_case(tokens, known_symbols)
+        self.running = len(tokens) >= 2
+        self.read = [(tok, *_read(tok, self.case, known_symbols, self.running)) for tok in tokens]
+        n_words = sum(1 for _, view, _ in self.read if view == "word")
+        content = any(view == "symbol" or why != "stop word" for _, view, why in self.read) or marked > 0
+        self.drop = n_words >= STOP_MIN_WORDS and content
+
+
+def _marked_clause(m: regex.Match) -> tuple[Clause | None, dict[str, Any] | None]:
+    """The clause of a quoted phrase or a ``gene:`` mark (``_MARKED``)."""
+    if m.group(1) is not None:
+        return quoted_clause(m.group(1))
+    toks = symbol_tokens(m.group(2))
+    if not toks:
+        return None, None
+    return Clause(text=toks[0], view="symbol"), {"token": toks[0], "view": "symbol", "why": "marked gene:"}
+
+
+def quoted_clause(text: str) -> tuple[Clause | None, dict[str, Any] | None]:
+    """``"Dl"`` (one symbol token as written) is that symbol in its exact case; any longer text a word-view phrase."""
+    phrase = text.strip()
+    toks = symbol_tokens(phrase)
+    if len(toks) == 1 and toks[0] == phrase:
+        return Clause(text=phrase, view="symbol"), {"token": phrase, "view": "symbol", "why": "quoted: exact case"}
+    if phrase:
+        return (Clause(text=phrase, view="word", phrase=True),
+                {"token": phrase, "view": "word", "phrase": True, "why": "quoted phrase"})
+    return None, None
+
+
+def _reading(text: str, known_symbols: frozenset[str] | set[str], foldable: frozenset[str] | set[str] = frozenset(),
+             compounds: frozenset[str] | set[str] = frozenset()) -> tuple[list[Clause], list[dict[str, Any]], Case]:
     """The clauses of ``text`` (no expansions) and, per token, where it went and why."""
     clauses: list[Clause] = []
     trace: list[dict[str, Any]] = []
     for m in _MARKED.finditer(text):
-        if m.group(1) is not None:
-            phrase = m.group(1).strip()
-            toks = symbol_tokens(phrase)
-            if len(toks) == 1 and toks[0] == phrase:
-                clauses.append(Clause(text=phrase, view="symbol"))
-                trace.append({"token": phrase, "view": "symbol", "why": "quoted: exact case"})
-            elif phrase:
-                clauses.append(Clause(text=phrase, view="word", phrase=True))
-                trace.append({"token": phrase, "view": "word", "phrase": True, "why": "quoted phrase"})
-        else:
-            toks = symbol_tokens(m.group(2))
-            if toks:
-                clauses.append(Clause(text=toks[0], view="symbol"))
-                trace.append({"token": toks[0], "view": "symbol", "why": "marked gene:"})
+        clause, entry = _marked_clause(m)
+        if clause is not None and entry is not None:
+            clauses.append(clause)
+            trace.append(entry)
     rest, clitics = split_clitics(_MARKED.sub(" ", text))
     trace += [{"token": c, "view": "dropped", "why": "clitic"} for c in clitics]
     tokens = [tok for chunk in rest.split() for tok in symbol_tokens(chunk)]
-    case = query_case(tokens, known_symbols)
-    running = len(tokens) >= 2
-    read = [(tok, *_read(tok, case, known_symbols, running)) for tok in tokens]
+    ctx = _Context(tokens, len(clauses), known_symbols, foldable, compounds)
+    for tok, view, why in ctx.read:
+        more, entry = token_clauses(tok, view, why, ctx)
+        clauses += more
+        trace.append(entry)
+    return clauses, trace, ctx.case
+
+
+def token_clauses(tok: str, view: str, why: str, ctx: _Context) -> tuple[list[Clause], dict[str, Any]]:
+    """The clauses of one unmarked token read as ``(view, why)`` in the query's context, and its trace entry (a
+    dropped stop word has no clauses)."""
+    clauses: list[Clause] = []
     entry: dict[str, Any]
-    n_words = sum(1 for _, view, _ in read if view == "word")
-    content = any(view == "symbol" or why != "stop word" for _, view, why in read) or len(clauses) > 0
-    drop = n_words >= STOP_MIN_WORDS and content
-    for tok, view, why in read:
-        if view == "symbol":
-            clauses.append(Clause(text=tok, view="symbol"))
-            entry = {"token": tok, "view": "symbol", "why": why}
-            bare = not any(c.isupper() or c in "()[]" for c in tok)
-            if why == "symbol shape" and bare and (running or tok.replace("-", "").isalpha()):
-                # lower-case shapes without brackets in running text (igf-1, high-fat, omega-3), or alone when only
-                # letters and hyphens (african-american; iab-4 alone stays exact), are often prose: their words match
-                # the word view at half weight too (the exact symbol clause still ranks exact mentions first)
-                clauses.append(Clause(text=tok, view="word", boost=WORD_PHRASE_WEIGHT))
-                entry["word_phrase"] = WORD_PHRASE_WEIGHT
-            elif running and why == "symbol shape" and not any(c.isupper() for c in tok):
-                clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
-                entry["word_phrase"] = WORD_PHRASE_WEIGHT
-            elif why == "symbol shape" and not running and len(tok) >= 2 and tok.isalpha() and tok.isupper():
-                # one short word in capitals (FAT, DHA, FTZ) is a shouted word or an older symbol written in capitals:
-                # the exact-case symbol clause ranks exact mentions first and its word matches at half weight, so it
-                # finds what the lower-case query finds (a symbol the lexicon knows in capitals stays exact)
-                clauses.append(Clause(text=tok, view="word", boost=WORD_PHRASE_WEIGHT))
-                entry["case_folded"] = WORD_PHRASE_WEIGHT
-            elif tok != tok.lower() and tok.lower() in foldable:
-                # the lexicon writes this gene in several cases and no other gene in any: case tells nothing here
-                clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
-                entry["case_folded"] = WORD_PHRASE_WEIGHT
-            trace.append(entry)
-        elif why == "stop word" and drop:
-            trace.append({"token": tok, "view": "dropped", "why": "stop word"})
-        else:
-            clauses.append(Clause(text=tok, view="word"))
-            entry = {"token": tok, "view": "word", "why": why}
-            if not drop and ((len(tok) <= SHORT_WORD and why == "word") or case == "capitals"):
-                clauses.append(Clause(text=tok, view="symbol", boost=EXACT_CASE_BONUS))
-                entry["exact_case_bonus"] = EXACT_CASE_BONUS
-            trace.append(entry)
-    return clauses, trace, case
+    if view == "symbol":
+        parts = compound_parts(tok, ctx.known, ctx.compounds) if why == "symbol shape" else []
+        clauses.append(Clause(text=tok, view="symbol"))
+        entry = {"token": tok, "view": "symbol", "why": why}
+        bare = not any(c.isupper() or c in "()[]" for c in tok)
+        if parts:
+            # Wnt/β-catenin, PI3K/Akt, Notch-Delta: the compound as written (papers that write it so) and each part
+            # as the planner reads it alone, so papers that name the parts separately are found too
+            entry["why"] = "compound: read as its parts too"
+            entry["parts"] = []
+            for part in parts:
+                more, sub = token_clauses(part, *_read(part, ctx.case, ctx.known, True), ctx)
+                clauses += more
+                entry["parts"].append(sub)
+        elif why == "symbol shape" and bare and (ctx.running or tok.replace("-", "").isalpha()):
+            # lower-case shapes without brackets in running text (igf-1, high-fat, omega-3), or alone when only
+            # letters and hyphens (african-american; iab-4 alone stays exact), are often prose: their words match
+            # the word view at half weight too (the exact symbol clause still ranks exact mentions first)
+            clauses.append(Clause(text=tok, view="word", boost=WORD_PHRASE_WEIGHT))
+            entry["word_phrase"] = WORD_PHRASE_WEIGHT
+        elif ctx.running and why == "symbol shape" and not any(c.isupper() for c in tok):
+            clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
+            entry["word_phrase"] = WORD_PHRASE_WEIGHT
+        elif why == "symbol shape" and not ctx.running and len(tok) >= 2 and tok.isalpha() and tok.isupper():
+            # one short word in capitals (FAT, DHA, FTZ) is a shouted word or an older symbol written in capitals:
+            # the exact-case symbol clause ranks exact mentions first and its word matches at half weight, so it
+            # finds what the lower-case query finds (a symbol the lexicon knows in capitals stays exact)
+            clauses.append(Clause(text=tok, view="word", boost=WORD_PHRASE_WEIGHT))
+            entry["case_folded"] = WORD_PHRASE_WEIGHT
+        elif tok != tok.lower() and tok.lower() in ctx.foldable:
+            # the lexicon writes this gene in several cases and no other gene in any: case tells nothing here
+            clauses.append(Clause(text=tok, view="word", phrase=True, boost=WORD_PHRASE_WEIGHT))
+            entry["case_folded"] = WORD_PHRASE_WEIGHT
+    elif why == "stop word" and ctx.drop:
+        entry = {"token": tok, "view": "dropped", "why": "stop word"}
+    else:
+        clauses.append(Clause(text=tok, view="word"))
+        entry = {"token": tok, "view": "word", "why": why}
+        if not ctx.drop and ((len(tok) <= SHORT_WORD and why == "word") or ctx.case == "capitals"):
+            clauses.append(Clause(text=tok, view="symbol", boost=EXACT_CASE_BONUS))
+            entry["exact_case_bonus"] = EXACT_CASE_BONUS
+    return clauses, entry
+
+
+#: a compound's joints: every ``/`` between parts of two or more letters; a ``-`` between two parts of at least this
+#: many characters (``Notch-Delta``, not ``abd-A``, ``α-Cat``, ``β-catenin``, ``iab-4``)
+COMPOUND_PART = 3
+
+
+def compound_parts(tok: str, known: frozenset[str] | set[str] = frozenset(),
+                   compounds: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """The parts a slash or hyphen compound is also read as (``Wnt/β-catenin`` → ``Wnt``, ``β-catenin``;
+    ``PI3K/Akt``, ``Notch/Delta``, ``Notch-Delta``), or [] to keep it whole: a name the lexicon or the caller knows
+    (``known``, ``compounds``), a token without capitals (``high-fat``, ``and/or``, ``mg/kg`` are prose and already
+    match their words), a hyphen with a short side (``abd-A``, ``E(spl)m8-HLH``: brackets keep it whole too)."""
+    if tok in known or tok in compounds or not any(c.isupper() for c in tok):
+        return []
+    if "/" in tok:
+        parts = tok.split("/")
+        # each part a symbol of two or more letters: not BMP2/4 (BMP2 and BMP4), A/P, D/V
+        if all(symbol_tokens(p) == [p] and len(_letters(p)) >= 2 for p in parts):
+            return parts
+        return []
+    if "-" in tok and not any(c in "()[]" for c in tok):
+        parts = tok.split("-")
+        if len(parts) == 2 and all(len(p) >= COMPOUND_PART for p in parts):
+            return parts
+    return []
 
 
 def plan(text: str, *, filters: Filters | None = None, known_symbols: frozenset[str] | set[str] = frozenset(),
-         expansions: Iterable[str] = (), foldable: frozenset[str] | set[str] = frozenset()) -> EngineQuery:
-    """The engine query of ``text``; ``known_symbols`` (exact case) and ``foldable`` (``Lexicon.foldable``) come from
-    the gene lexicon when one is loaded."""
-    clauses, trace, case = _reading(text, known_symbols, foldable)
+         expansions: Iterable[str] = (), foldable: frozenset[str] | set[str] = frozenset(),
+         compounds: frozenset[str] | set[str] = frozenset()) -> EngineQuery:
+    """The engine query of ``text``; ``known_symbols`` (exact case), ``foldable`` (``Lexicon.foldable``) and
+    ``compounds`` (``Lexicon.compounds``: names never split) come from the gene lexicon when one is loaded."""
+    clauses, trace, case = _reading(text, known_symbols, foldable, compounds)
     for name in dict.fromkeys(expansions):
         clauses.append(expansion_clause(name, known_symbols))
     dropped = [t["token"] for t in trace if t["view"] == "dropped"]
@@ -191,10 +258,14 @@ def plan(text: str, *, filters: Filters | None = None, known_symbols: frozenset[
 
 
 def explain(text: str, query: EngineQuery, known_symbols: frozenset[str] | set[str] = frozenset(),
-            bm25: dict[str, Any] | None = None, foldable: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+            bm25: dict[str, Any] | None = None, foldable: frozenset[str] | set[str] = frozenset(),
+            compounds: frozenset[str] | set[str] = frozenset(), trace: list[dict[str, Any]] | None = None,
+            case: Case | None = None) -> dict[str, Any]:
     """The planner's reading of ``text`` token by token, with the query it produced and the BM25 parameters it ran
-    under: what an ``explain: true`` search answers in ``query.explain``."""
-    _, trace, case = _reading(text, known_symbols, foldable)
+    under: what an ``explain: true`` search answers in ``query.explain`` (``trace`` and ``case``: a reading made
+    already, by the query language's reader)."""
+    if trace is None or case is None:
+        _, trace, case = _reading(text, known_symbols, foldable, compounds)
     return {"case": case, "tokens": trace, "dropped": list(query.dropped),
             "stop_words": f"tantivy {STOP_LANGUAGE} (Lucene's 33 words), dropped from queries of {STOP_MIN_WORDS}+ "
                           "words", "expanded": [c.name for c in query.named()], "bm25": bm25 or {}}
@@ -216,6 +287,8 @@ def describe(query: EngineQuery) -> dict:
         out["dropped"] = list(query.dropped)
     if query.case != "as written":
         out["case"] = query.case
+    if query.tree is not None:   # the query language's operators and fields: what the engines matched by
+        out["tree"] = query.tree.model_dump(exclude_defaults=True)
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from search.core.config import Settings
 from search.core.errors import InvalidRequest, LimitExceeded, PaperNotFound
@@ -24,13 +24,16 @@ from search.core.models import (
     PassageSearchResults,
     Section,
 )
-from search.core.names import PATTERNS, check_collection
-from search.core.query import EngineQuery, Filters
+from search.core.names import DEFAULT_COLLECTION, PATTERNS, check_collection
+from search.core.query import EngineQuery, Filters, HighlightSpec
+from search.core.querylang import Syntax, parse
 from search.core.supplements import SupplementList, SupplementRead
 from search.engines import Engine, open_engine
+from search.engines.dense import DenseIndex
 from search.retrieval import supplements
+from search.retrieval.boolean import Reading, Target, positive_text, read_query
+from search.retrieval.browse import BrowseService
 from search.retrieval.cursors import CursorSigner, load_secret
-from search.retrieval.dense import DenseIndex, DenseUnavailable
 from search.retrieval.fusion import rrf
 from search.retrieval.planner import describe, explain, gene_in_title, plan
 from search.text.passages import split_passages
@@ -41,9 +44,22 @@ Mode = Literal["bm25", "dense", "hybrid"]
 #: how deep each list goes before fusion (or the page end, if deeper): RRF needs more than the page to agree on
 FUSION_DEPTH = 100
 H = TypeVar("H", PaperHit, PassageHit)
+#: what a search may count its matches by (``facets``)
+FACETS = ("year", "section")
 
 
-class SearchService:
+def check_facets(names: Iterable[str]) -> list[str]:
+    wanted = list(dict.fromkeys(names))
+    bad = [n for n in wanted if n not in FACETS]
+    if bad:
+        raise InvalidRequest(f"Unknown facet(s) {[b[:40] for b in bad[:5]]}; valid facets are {list(FACETS)}.",
+                             details={"field": "facets", "valid": list(FACETS)})
+    return wanted
+
+
+class SearchService(BrowseService):
+    """Search, reading and browsing (``BrowseService``: exports, more-like-this, collections, a marked paper)."""
+
     def __init__(self, settings: Settings):
         self.settings = settings
         self._engines: dict[str, Engine] = {}
@@ -60,22 +76,20 @@ class SearchService:
                                                         self.settings.data_dir))
             return self._signer
 
-    def engine(self, collection: str = "default") -> Engine:
+    def engine(self, collection: str = DEFAULT_COLLECTION) -> Engine:
         check_collection(collection)
         with self._lock:
             if collection not in self._engines:
                 self._engines[collection] = open_engine(self.settings, collection=collection)
             return self._engines[collection]
 
-    def dense(self, collection: str = "default") -> DenseIndex:
-        """The collection's dense index (loaded lazily; raises ``DenseUnavailable`` on search when not built)."""
-        self.engine(collection)  # validates the name
-        if self.settings.engine_kind != "embedded":
-            raise DenseUnavailable("Dense and hybrid search need the embedded engine: the dense index lives beside "
-                                   "its builds.", details={"engine": self.settings.engine_kind})
+    def dense(self, collection: str = DEFAULT_COLLECTION) -> DenseIndex:
+        """The collection's dense index (loaded lazily; ``DenseUnavailable`` at once for an engine it cannot live
+        beside, on search when it is not built)."""
+        engine = self.engine(collection)  # validates the name
         with self._lock:
             if collection not in self._dense:
-                self._dense[collection] = DenseIndex(self.settings.data_dir, collection)
+                self._dense[collection] = DenseIndex(engine, self.settings.data_dir)
             return self._dense[collection]
 
     # ---- limits -----------------------------------------------------------------------------------------------
@@ -109,76 +123,126 @@ class SearchService:
 
     # ---- search -----------------------------------------------------------------------------------------------
     def build_query(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
-                    known_symbols: frozenset[str] = frozenset(), foldable: frozenset[str] = frozenset()) -> EngineQuery:
+                    known_symbols: frozenset[str] = frozenset(), foldable: frozenset[str] = frozenset(), *,
+                    syntax: Syntax = "plain", target: Target = "papers",
+                    compounds: frozenset[str] = frozenset()) -> EngineQuery:
+        return self.read(text, filters, expansions, known_symbols, foldable, syntax=syntax, target=target,
+                         compounds=compounds).query
+
+    def read(self, text: str, filters: Filters | None, expansions: Iterable[str] = (),
+             known_symbols: frozenset[str] = frozenset(), foldable: frozenset[str] = frozenset(), *,
+             syntax: Syntax = "plain", target: Target = "papers", compounds: frozenset[str] = frozenset(),
+             concepts: bool = True) -> Reading:
+        """A query read for a search: plain text (``plan``: what agents get by default) or the query language
+        (``search.core.querylang``; a syntax error is 422 ``query_syntax`` with its position)."""
         self.check_query(text)
         if filters and filters.section_types:
             filters.section_types = self.check_sections(filters.section_types)
-        return plan(text, filters=filters, expansions=expansions, known_symbols=known_symbols, foldable=foldable)
+        if syntax == "plain":
+            return Reading(text, plan(text, filters=filters, expansions=expansions, known_symbols=known_symbols,
+                                      foldable=foldable, compounds=compounds), None, text)
+        parsed = parse(text)
+        query, reader = read_query(text, parsed, target, filters=filters, expansions=expansions,
+                                   known_symbols=known_symbols, foldable=foldable, compounds=compounds, plan=plan,
+                                   concepts=concepts)
+        return Reading(text, query, reader, positive_text(parsed))
+
+    def _explained(self, reading: Reading, engine: Engine, kind: Literal["papers", "passages"],
+                   known_symbols: frozenset[str], foldable: frozenset[str],
+                   compounds: frozenset[str]) -> dict[str, Any]:
+        trace, case = reading.reader.reading() if reading.reader is not None else (None, None)
+        out = explain(reading.text, reading.query, known_symbols, engine.bm25_parameters(kind), foldable,
+                      compounds, trace, case)
+        if reading.reader is not None:
+            out["syntax"] = "query"
+        return out
 
     def search_papers(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
-                      snippets: bool = False, collection: str = "default", expansions: Iterable[str] = (),
+                      snippets: bool = False, collection: str = DEFAULT_COLLECTION, expansions: Iterable[str] = (),
                       known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
-                      explain_plan: bool = False, foldable: frozenset[str] = frozenset()) -> PaperSearchResults:
+                      explain_plan: bool = False, foldable: frozenset[str] = frozenset(), syntax: Syntax = "plain",
+                      highlight: HighlightSpec | None = None, facets: Iterable[str] = (),
+                      compounds: frozenset[str] = frozenset(), concepts: bool = True) -> PaperSearchResults:
         """Papers by BM25, by their nearest passage (dense: cosine of the best passage) or by RRF of both (hybrid).
-        Dense ignores gene expansions: they act through the BM25 half of hybrid."""
+        Dense ignores gene expansions: they act through the BM25 half of hybrid, and embeds the words a query
+        searches for (not those it excludes). ``facets`` count all matching papers (BM25's match)."""
         self.check_page(limit, offset)
-        query = self.build_query(text, filters, expansions, known_symbols, foldable)
+        wanted = check_facets(facets)
+        reading = self.read(text, filters, expansions, known_symbols, foldable, syntax=syntax, target="papers",
+                            compounds=compounds, concepts=concepts)
+        query = reading.query
         engine = self.engine(collection)
         if mode == "bm25":
-            res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets)
+            res = engine.search_papers(query, limit=limit, offset=offset, snippets=snippets, highlight=highlight)
         else:
             t0 = time.perf_counter()
             depth = max(FUSION_DEPTH, offset + limit)
-            dense = self.dense(collection).search_papers(text, depth, query.filters)
+            dense = self.dense(collection).search_papers(reading.dense_text, depth, query.filters)
             hits, total = _fused_page(
-                mode, dense, lambda: engine.search_papers(query, limit=depth, offset=0, snippets=snippets).hits,
+                mode, dense, lambda: engine.search_papers(query, limit=depth, offset=0, snippets=snippets,
+                                                          highlight=highlight).hits,
                 key=lambda h: h.pmcid, fetch=lambda ids: _papers_by_id(engine, ids), offset=offset, limit=limit)
             res = PaperSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                      took_ms=(time.perf_counter() - t0) * 1000)
         for hit in res.hits:
             hit.gene_in_title = gene_in_title(text, hit.title)
         res.query = describe(query) | {"mode": mode}
+        if wanted:
+            res.facets = engine.facets("papers", query, wanted)
         if explain_plan:
-            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("papers"), foldable)
+            res.query["explain"] = self._explained(reading, engine, "papers", known_symbols, foldable, compounds)
         return res
 
     def search_passages(self, text: str, *, limit: int = 10, offset: int = 0, filters: Filters | None = None,
-                        snippets: bool = True, collection: str = "default", expansions: Iterable[str] = (),
+                        snippets: bool = True, collection: str = DEFAULT_COLLECTION, expansions: Iterable[str] = (),
                         known_symbols: frozenset[str] = frozenset(), mode: Mode = "bm25",
-                        explain_plan: bool = False, foldable: frozenset[str] = frozenset()) -> PassageSearchResults:
+                        explain_plan: bool = False, foldable: frozenset[str] = frozenset(), syntax: Syntax = "plain",
+                        highlight: HighlightSpec | None = None, facets: Iterable[str] = (),
+                        compounds: frozenset[str] = frozenset(), titles: bool = False,
+                        concepts: bool = True) -> PassageSearchResults:
         """Passages by BM25, by embedding cosine (dense) or by RRF of both (hybrid); dense-only hits carry no
-        snippet and match no named clause."""
+        snippet and match no named clause. ``titles``: each hit carries its paper's title."""
         self.check_page(limit, offset)
-        query = self.build_query(text, filters, expansions, known_symbols, foldable)
+        wanted = check_facets(facets)
+        reading = self.read(text, filters, expansions, known_symbols, foldable, syntax=syntax, target="passages",
+                            compounds=compounds, concepts=concepts)
+        query = reading.query
         engine = self.engine(collection)
         if mode == "bm25":
-            res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets)
+            res = engine.search_passages(query, limit=limit, offset=offset, snippets=snippets, highlight=highlight)
         else:
             t0 = time.perf_counter()
             depth = max(FUSION_DEPTH, offset + limit)
-            dense = self.dense(collection).search(text, depth, query.filters)
+            dense = self.dense(collection).search(reading.dense_text, depth, query.filters)
             pmcid_of = {pid: pmcid for pid, pmcid, _ in dense}
             hits, total = _fused_page(
                 mode, [(pid, score) for pid, _, score in dense],
-                lambda: engine.search_passages(query, limit=depth, offset=0, snippets=snippets).hits,
+                lambda: engine.search_passages(query, limit=depth, offset=0, snippets=snippets,
+                                               highlight=highlight).hits,
                 key=lambda h: h.passage_id, fetch=lambda ids: _passages_by_id(engine, {pmcid_of[i] for i in ids}),
                 offset=offset, limit=limit)
             res = PassageSearchResults(total=total, offset=offset, limit=limit, hits=hits,
                                        took_ms=(time.perf_counter() - t0) * 1000)
+        if titles:
+            heads = engine.paper_heads(h.pmcid for h in res.hits)
+            for h in res.hits:
+                h.title = heads[h.pmcid].title if h.pmcid in heads else None
         res.query = describe(query) | {"mode": mode}
+        if wanted:
+            res.facets = engine.facets("passages", query, wanted)
         if explain_plan:
-            res.query["explain"] = explain(text, query, known_symbols, engine.bm25_parameters("passages"), foldable)
+            res.query["explain"] = self._explained(reading, engine, "passages", known_symbols, foldable, compounds)
         return res
 
     # ---- supplementary files ------------------------------------------------------------------------------------
-    def supplements(self, pmcid: str, collection: str = "default") -> SupplementList:
+    def supplements(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> SupplementList:
         """The registry of a paper's supplementary files (``search.retrieval.supplements``)."""
         paper = self.get_paper(pmcid, collection)
         return SupplementList(pmcid=paper.pmcid, files=paper.supplements)
 
     def read_supplement(self, pmcid: str, file: str, *, part: str | None = None, start: int | None = None,
                         limit: int | None = None, max_chars: int | None = None,
-                        collection: str = "default") -> SupplementRead:
+                        collection: str = DEFAULT_COLLECTION) -> SupplementRead:
         """A page of one part (sheet, table, text, pages) of a paper's supplementary file."""
         paper = self.get_paper(pmcid, collection)
         entry = supplements.find_file(paper, file)
@@ -186,14 +250,14 @@ class SearchService:
                                      start=start, limit=limit, max_chars=max_chars)
 
     # ---- reading ----------------------------------------------------------------------------------------------
-    def get_paper(self, pmcid: str, collection: str = "default") -> Paper:
+    def get_paper(self, pmcid: str, collection: str = DEFAULT_COLLECTION) -> Paper:
         paper = self.engine(collection).get_paper(pmcid)
         if paper is None:
             raise PaperNotFound(f"Paper {pmcid} not found in corpus.", details={"pmcid": pmcid})
         return paper
 
     def paper_text(self, pmcid: str, *, sections: list[str] | None = None, max_chars: int | None = None,
-                   cursor: str | None = None, collection: str = "default", reader: str = "") -> PaperText:
+                   cursor: str | None = None, collection: str = DEFAULT_COLLECTION, reader: str = "") -> PaperText:
         """A page of a paper's text: at most ``max_chars`` characters of paragraphs, then a cursor to continue.
 
         Paragraphs are never reordered; one longer than the page is cut and continued on the next page. Cursors are

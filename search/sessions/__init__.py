@@ -1,27 +1,9 @@
 """Sessions: one agent run with a reading budget, hidden terms, a synonym policy and a trace.
 
-``models`` (the shapes), ``policy`` (the rules: budget decisions, expansions, coverage), ``service``
-(``SessionService``: what routes and the trace middleware call), ``store`` and ``cluster_store`` (where sessions
-live), ``keys`` (teams, API keys, scopes, rate limits).
+``models`` (server-side shapes and errors; the wire shapes are ``search.schema.sessions``), ``policy`` (the rules:
+budget decisions, expansions, coverage), ``service`` (``SessionService``: what routes and the trace middleware call),
+``store`` and ``cluster_store`` (where sessions live), ``keys`` (teams, API keys, scopes, rate limits).
+
+Import the module you need: this package's ``__init__`` imports nothing, so reading a shape never loads the service
+or a store.
 """
-
-from search.sessions.keys import Principal
-from search.sessions.models import (
-                                    BudgetExhausted,
-                                    BudgetPolicy,
-                                    Coverage,
-                                    HiddenSpec,
-                                    ReadCharge,
-                                    Session,
-                                    SessionClosed,
-                                    SessionCreate,
-                                    Submission,
-                                    SynonymPolicy,
-                                    TraceEvent,
-)
-from search.sessions.service import SessionService
-from search.sessions.store import SessionStore, open_store
-
-__all__ = ["BudgetExhausted", "BudgetPolicy", "Coverage", "HiddenSpec", "Principal", "ReadCharge", "Session",
-           "SessionClosed", "SessionCreate", "SessionService", "SessionStore", "Submission", "SynonymPolicy",
-           "TraceEvent", "open_store"]

@@ -20,19 +20,12 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from search.core.config import Settings
 from search.core.errors import NotFound, Unavailable
 from search.engines.cluster.transport import ClusterRequestError, Transport
+from search.schema.sessions import Session, Submission, TraceEvent
 from search.sessions.keys import ApiKey
-from search.sessions.models import (
-    RESERVATION_TTL_S,
-    Conflict,
-    ReadCharge,
-    Reservation,
-    Session,
-    Submission,
-    TraceEvent,
-    session_not_found,
-)
+from search.sessions.models import RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, session_not_found
 from search.sessions.policy import commit_decision, require_open, reserve_decision
 
 T = TypeVar("T")
@@ -68,7 +61,7 @@ class ClusterStore:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings) -> ClusterStore:
+    def from_settings(cls, settings: Settings) -> ClusterStore:
         return cls(Transport(settings), settings.cluster_index_prefix, settings.cluster_replicas)
 
     def index(self, kind: str) -> str:
@@ -183,7 +176,7 @@ class ClusterStore:
         return [ApiKey(**d) for d in self._search("keys", query, [{"created_at": "asc"}], 10_000)]
 
     def revoke_key(self, key_id: str) -> ApiKey:
-        def change(doc):
+        def change(doc: dict[str, Any]) -> None:
             if doc.get("revoked_at") is not None:
                 raise _NoWrite(None)
             doc["revoked_at"] = time.time()
@@ -213,7 +206,7 @@ class ClusterStore:
         return self._update("sessions", session_id, change, session_not_found(session_id))
 
     def close_session(self, session_id: str) -> Session:
-        def change(doc):
+        def change(doc: dict[str, Any]) -> None:
             if doc["status"] != "open":
                 raise _NoWrite(None)
             doc["status"], doc["closed_at"] = "closed", time.time()
@@ -237,7 +230,7 @@ class ClusterStore:
         event; ``commit_read`` spends the unit."""
         token = secrets.token_urlsafe(12)
 
-        def change(doc) -> ReadCharge:
+        def change(doc: dict[str, Any]) -> ReadCharge:
             now = time.time()
             live = [r for r in self._reservations(doc) if r.expires_at > now]
             unit, held = reserve_decision(session_id, doc["status"], doc["budget_policy"], doc["max_papers"],
@@ -261,7 +254,7 @@ class ClusterStore:
                 seq = self._next(session_id, "trace_seq", check_open=False)
             self._put_event(session_id, seq, event)
 
-        def change(doc) -> None:
+        def change(doc: dict[str, Any]) -> None:
             pending = self._reservations(doc)
             doc["pending"] = [vars(r) for r in pending if r.token != charge.token]
             if answered:
@@ -276,7 +269,7 @@ class ClusterStore:
         return seq if event is not None else None
 
     def register_names(self, session_id: str, names: list[str]) -> list[str]:
-        def change(doc) -> list[str]:
+        def change(doc: dict[str, Any]) -> list[str]:
             require_open(session_id, doc["status"])
             doc["registered_names"] = list(dict.fromkeys([*doc["registered_names"], *names]))
             return doc["registered_names"]
@@ -284,7 +277,7 @@ class ClusterStore:
         return self._change(session_id, change)
 
     def _next(self, session_id: str, counter: str, check_open: bool) -> int:
-        def change(doc) -> int:
+        def change(doc: dict[str, Any]) -> int:
             if check_open:
                 require_open(session_id, doc["status"])
             doc[counter] += 1

@@ -31,21 +31,11 @@ from search.core.errors import InvalidRequest
 from search.core.models import Gene
 from search.core.query import Filters
 from search.flyaoc import groundtruth
+from search.ontology.hidden import spec_ids
 from search.ontology.model import Ontology
-from search.sessions.models import (
-    MAX_NAME_CHARS,
-    BudgetExhausted,
-    Coverage,
-    HiddenSpec,
-    Reservation,
-    Session,
-    SessionClosed,
-    SessionCreate,
-    SupplementsOff,
-    SynonymPolicy,
-    TraceEvent,
-    new_session_id,
-)
+from search.schema.hidden import HiddenSpec
+from search.schema.sessions import MAX_NAME_CHARS, Coverage, Session, SessionCreate, SynonymPolicy, TraceEvent
+from search.sessions.models import BudgetExhausted, Reservation, SessionClosed, SupplementsOff, new_session_id
 from search.text.lexicon import Lexicon
 
 #: tools whose returned ids count as "surfaced" papers for coverage (everything that is not a read); reading a
@@ -110,7 +100,7 @@ def hidden_ids_for(session: Session | None, ontology: Ontology | None = None) ->
     """The term ids hidden from this session: its named set plus its ids, with descendants in ``ontology`` when the
     session asks for them. Without a session nothing is hidden."""
     spec = session.hidden_terms if session else None
-    return spec.hidden_ids(ontology) if spec is not None else frozenset()
+    return spec_ids(spec, ontology) if spec is not None else frozenset()
 
 
 # ---- coverage -----------------------------------------------------------------------------------------------------
@@ -127,14 +117,28 @@ def pmcid_of(returned_id: str) -> str:
 
 
 def coverage(session: Session, trace: Iterable[TraceEvent], cited: Sequence[str], source: str) -> Coverage:
+    return trace_coverage(session.gene.id, session.papers_read, trace, cited, source)
+
+
+def papers_read_in(trace: Iterable[TraceEvent]) -> list[str]:
+    """The papers a trace read (a read tool answered without an error), in first-read order: a session's
+    ``papers_read`` when only its trace is kept (a curation run directory)."""
+    return list(dict.fromkeys(str(ev.arguments["pmcid"]) for ev in trace
+                              if ev.tool in READ_TOOLS and ev.error is None and ev.status < 400
+                              and isinstance(ev.arguments.get("pmcid"), str)))
+
+
+def trace_coverage(gene_id: str, papers_read: Iterable[str], trace: Iterable[TraceEvent], cited: Sequence[str],
+                   source: str) -> Coverage:
+    """Coverage of ``cited`` by what was read and what the trace's other calls surfaced."""
     cited = list(dict.fromkeys(cited))
-    read = set(session.papers_read)
+    read = set(papers_read)
     surfaced = {pmcid_of(i) for ev in trace if ev.tool not in READ_TOOLS and ev.error is None for i in ev.returned_ids}
     c_read = [p for p in cited if p in read]
     c_surf = [p for p in cited if p not in read and p in surfaced]
     never = [p for p in cited if p not in read and p not in surfaced]
     n = len(cited)
-    return Coverage(gene=session.gene.id, cited=cited, read=c_read, surfaced_not_read=c_surf, never_surfaced=never,
+    return Coverage(gene=gene_id, cited=cited, read=c_read, surfaced_not_read=c_surf, never_surfaced=never,
                     read_fraction=round(len(c_read) / n, 4) if n else 0.0,
                     surfaced_fraction=round((len(c_read) + len(c_surf)) / n, 4) if n else 0.0, source=source)
 

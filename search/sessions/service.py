@@ -18,19 +18,12 @@ from typing import Any, Protocol, TypeVar
 
 from search.core.config import Settings
 from search.core.errors import FlysiftError, InvalidRequest, NotFound, PaperNotFound, PayloadTooLarge
-from search.flyaoc.validation import ValidationReport, lookup_in, validate_output
+from search.flyaoc.validation import lookup_in, validate_output
 from search.ontology.model import Ontology
+from search.schema.flyaoc import ValidationReport
+from search.schema.sessions import Coverage, Session, SessionCreate, Submission, TraceEvent
 from search.sessions.keys import ApiKey, Forbidden, Principal, check_team_name
-from search.sessions.models import (
-    Coverage,
-    ReadCharge,
-    Session,
-    SessionCreate,
-    Submission,
-    TraceEvent,
-    check_session_id,
-    session_not_found,
-)
+from search.sessions.models import ReadCharge, check_session_id, session_not_found
 from search.sessions.policy import cited_pmcids, clean_names, coverage, hidden_ids_for, new_session, search_expansions
 from search.sessions.store import SessionStore
 from search.text.lexicon import Lexicon
@@ -132,6 +125,15 @@ class SessionService:
         except (FlysiftError, OSError):   # a lexicon that does not load fails sessions (which say why), not search
             return frozenset()
         return lex.foldable() if lex is not None else frozenset()
+
+    def compound_set(self) -> frozenset[str]:
+        """The loaded lexicon's names with a slash or hyphen (``Lexicon.compounds``), which the planner keeps whole;
+        empty without a lexicon."""
+        try:
+            lex = self._lexicon()
+        except (FlysiftError, OSError):
+            return frozenset()
+        return lex.compounds() if lex is not None else frozenset()
 
     def expansions(self, gene_ref: str | None, session: Session | None) -> list[str]:
         """The names a search's ``gene=`` adds, under the session's synonym policy (``snapshot`` without one)."""

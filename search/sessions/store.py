@@ -10,6 +10,7 @@ once, never for nothing).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
@@ -19,21 +20,13 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from search.core.config import Settings
 from search.core.errors import NotFound
+from search.schema.sessions import Session, Submission, TraceEvent
 from search.sessions.keys import ApiKey
-from search.sessions.models import (
-    RESERVATION_TTL_S,
-    Conflict,
-    ReadCharge,
-    Reservation,
-    Session,
-    Submission,
-    TraceEvent,
-    session_not_found,
-)
+from search.sessions.models import RESERVATION_TTL_S, Conflict, ReadCharge, Reservation, session_not_found
 from search.sessions.policy import commit_decision, require_open, reserve_decision
 
 
@@ -63,8 +56,11 @@ class SessionStore(Protocol):
     def close(self) -> None: ...
 
 
-def open_store(settings: Settings) -> SessionStore:
-    kind = settings.session_store or ("cluster" if settings.engine_kind == "cluster" else "sqlite")
+def open_store(settings: Settings, *, shared: bool = False) -> SessionStore:
+    """The store ``settings.session_store`` names; by default the cluster store where the index is ``shared`` by
+    several machines (``Capabilities.shared`` of the engine: ``search.services.Services.store`` passes it), else
+    SQLite in the data directory."""
+    kind = settings.session_store or ("cluster" if shared else "sqlite")
     if kind == "cluster":
         from search.sessions.cluster_store import ClusterStore
 
@@ -133,10 +129,8 @@ class SqliteStore:
                 store = ref()
                 if store is None:
                     return
-                try:
+                with contextlib.suppress(sqlite3.Error):   # busy or closed: the next tick, or SQLite's own, does it
                     store._conn().execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except sqlite3.Error:
-                    pass  # busy or closed: the next tick, or SQLite's own checkpoint, does it
                 del store
 
         self._checkpointer = threading.Thread(target=run, name="flysift-wal-checkpoint", daemon=True)
@@ -193,7 +187,7 @@ class SqliteStore:
                        (key.id, key.team, key.name, json.dumps(key.scopes), key.hash, key.created_at, key.revoked_at))
 
     @staticmethod
-    def _key(row) -> ApiKey:
+    def _key(row: sqlite3.Row | tuple[Any, ...]) -> ApiKey:
         return ApiKey(id=row[0], team=row[1], name=row[2] or "", scopes=json.loads(row[3]), hash=row[4],
                       created_at=row[5], revoked_at=row[6])
 
@@ -222,7 +216,7 @@ class SqliteStore:
             db.execute("INSERT INTO sessions (id, team, created_at, status, data) VALUES (?, ?, ?, 'open', ?)",
                        (session.id, session.team, session.created_at, data))
 
-    def _session(self, db: sqlite3.Connection, row) -> Session:
+    def _session(self, db: sqlite3.Connection, row: tuple[Any, ...]) -> Session:
         sid, _team, _created, status, closed_at, used, _tseq, nsub, data = row
         reads = [r[0] for r in db.execute("SELECT pmcid FROM reads WHERE session_id=? ORDER BY ord", (sid,))]
         names = [r[0] for r in db.execute("SELECT name FROM names WHERE session_id=? ORDER BY ord", (sid,))]
@@ -249,7 +243,7 @@ class SqliteStore:
         finally:
             db.execute("COMMIT")
 
-    def _row(self, db: sqlite3.Connection, session_id: str):
+    def _row(self, db: sqlite3.Connection, session_id: str) -> tuple[Any, ...]:
         row = db.execute("SELECT status, budget_used, data FROM sessions WHERE id=?", (session_id,)).fetchone()
         if row is None:
             raise session_not_found(session_id)

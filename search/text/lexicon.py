@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from search.core.errors import InputError, InvalidRequest, NotFound
 from search.core.models import Gene
@@ -80,6 +80,7 @@ class Lexicon:
         self._names: dict[str, list[str]] = {}
         self._folded: dict[str, list[str]] = {}  # casefolded name -> gene ids: candidates for a name in another case
         self._foldable: frozenset[str] | None = None
+        self._compounds: frozenset[str] | None = None
         for g in genes:
             self.add(g)
 
@@ -95,7 +96,7 @@ class Lexicon:
             raise InputError(f"gene {gene.id!r}: a gene needs an id and a current symbol", field="symbol")
         self._genes[gene.id] = gene
         self._symbols[gene.symbol] = gene.id
-        self._foldable = None
+        self._foldable = self._compounds = None
         for name in all_names(gene):
             for index, key in ((self._names, name), (self._folded, name.casefold())):
                 ids = index.setdefault(key, [])
@@ -144,6 +145,17 @@ class Lexicon:
                 low for low, names in spellings.items()
                 if len(names) >= 2 and len(self._folded.get(low.casefold(), ())) == 1 and " " not in low)
         return self._foldable
+
+    def compounds(self) -> frozenset[str]:
+        """Tokens of names written with a slash or a hyphen (``abd-A``, ``MYPT-75D``, the ``Cyclin-dependent`` of
+        ``Cyclin-dependent kinase 4``): the planner never reads one of these as its parts
+        (``search.retrieval.planner.compound_parts``)."""
+        if self._compounds is None:
+            from search.text.analysis import symbol_tokens
+
+            self._compounds = frozenset(t for n in self._names if "/" in n or "-" in n for t in symbol_tokens(n)
+                                        if "/" in t or "-" in t)
+        return self._compounds
 
     def resolve(self, ref: str) -> Gene:
         """The gene named by a FlyBase id or current symbol; otherwise a NotFound that says what the name is."""
@@ -201,9 +213,9 @@ def _bundled() -> Lexicon:
         return Lexicon(read_genes_csv(path))
 
 
-def _open(path: Path, mode: str = "r"):
+def _open(path: Path, mode: str = "r") -> IO[str]:
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.GzipFile(path, mode + "b"), encoding="utf-8", newline="")
     return open(path, mode, encoding="utf-8", newline="")
 
 

@@ -26,11 +26,10 @@ from search.core.config import Settings
 from search.core.models import Gene, IndexStats, Paper, PaperSearchResults, PaperText, PassageSearchResults, Section
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
-from search.sessions.models import Coverage, Session
+from search.schema.sessions import Coverage, Session
 from search.text.lexicon import Lexicon
 
-from helpers import PAPERS, LiveServer, build_index
+from helpers import PAPERS, LiveServer, build_index, term_service
 
 
 @pytest.fixture
@@ -146,7 +145,7 @@ def full_api(tmp_path_factory):
     data = tmp_path_factory.mktemp("data")
     build_index(data)
     Lexicon([Gene(id="FBgn0000463", symbol="Dl", fullname="Delta")]).save(data / "lexicon.tsv")
-    TermService(data).index_ontology(Ontology.load(Path(__file__).parents[1] / "fixtures" / "mini.obo", "go",
+    term_service(data).index_ontology(Ontology.load(Path(__file__).parents[1] / "fixtures" / "mini.obo", "go",
                                                    cache_dir=tmp_path_factory.mktemp("cache")), TermIndex(data).write)
     with LiveServer(create_app(Settings(data_dir=data))) as srv:
         yield srv

@@ -23,12 +23,11 @@ from search.core.config import Settings
 from search.core.models import Gene
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 from search.sessions.keys import new_key
 from search.sessions.store import SqliteStore
 from search.text.lexicon import Lexicon
 
-from helpers import build_index
+from helpers import build_index, term_service
 
 MINI_OBO = Path(__file__).resolve().parents[1] / "fixtures" / "mini.obo"
 
@@ -38,7 +37,7 @@ def app(tmp_path_factory):
     d = tmp_path_factory.mktemp("fast") / "data"
     build_index(d)
     Lexicon([Gene(id="FBgn0000463", symbol="Dl", fullname="Delta")]).save(d / "lexicon.tsv")
-    TermService(d).index_ontology(Ontology.load(MINI_OBO, "go", cache_dir=tmp_path_factory.mktemp("cache")),
+    term_service(d).index_ontology(Ontology.load(MINI_OBO, "go", cache_dir=tmp_path_factory.mktemp("cache")),
                                   TermIndex(d).write)
     return create_app(Settings(data_dir=d))
 

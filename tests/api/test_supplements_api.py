@@ -16,6 +16,7 @@ from search.client import AsyncClient, Client, ClientError
 from search.core.config import Settings
 from search.core.models import Gene
 from search.mcp.server import SessionTools, build_server
+from search.services import Services
 from search.text.lexicon import Lexicon
 
 from helpers import SHEET_ONLY_ALLELE, LiveServer, needs_supplement_readers, supplement_package
@@ -26,7 +27,7 @@ def data(tmp_path_factory) -> Path:
     needs_supplement_readers()
     root = tmp_path_factory.mktemp("supp")
     settings = Settings(data_dir=root / "data")
-    index_corpus([supplement_package(root / "pkg")], settings, workers=1)
+    index_corpus([supplement_package(root / "pkg")], Services.open(settings), workers=1)
     Lexicon([Gene(id="FBgn0000463", symbol="Dl", fullname="Delta")]).save(root / "data" / "lexicon.tsv")
     return root / "data"
 

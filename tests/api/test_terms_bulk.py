@@ -17,10 +17,9 @@ from search.core.config import Settings
 from search.core.models import Gene
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 from search.text.lexicon import Lexicon
 
-from helpers import LiveServer
+from helpers import LiveServer, term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 
@@ -29,7 +28,7 @@ def index(data: Path, cache: Path, name: str, path: Path, drop: frozenset[str] =
     ont = Ontology.load(path, name, cache_dir=cache)
     if drop:
         ont = Ontology.from_terms(name, [t for t in ont.terms() if t.id not in drop])
-    TermService(data).index_ontology(ont, TermIndex(data).write)
+    term_service(data).index_ontology(ont, TermIndex(data).write)
     return ont
 
 

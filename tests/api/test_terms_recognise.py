@@ -7,14 +7,13 @@ import httpx
 import pytest
 
 from search.api.app import create_app
-from search.api.models import MAX_RECOGNISE_TEXT_CHARS, MAX_RECOGNISE_TEXTS
 from search.client import Client, InvalidRequestError, NotFoundError
 from search.core.config import Settings
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
+from search.schema.terms import MAX_RECOGNISE_TEXT_CHARS, MAX_RECOGNISE_TEXTS
 
-from helpers import LiveServer
+from helpers import LiveServer, term_service
 
 GO = """format-version: 1.2
 ontology: go
@@ -60,7 +59,7 @@ def served(tmp_path_factory):
     for name, text in (("go", GO), ("fbbt", FBBT)):
         path = cache / f"{name}.obo"
         path.write_text(text)
-        TermService(data).index_ontology(Ontology.load(path, name, cache_dir=cache), TermIndex(data).write)
+        term_service(data).index_ontology(Ontology.load(path, name, cache_dir=cache), TermIndex(data).write)
     with LiveServer(create_app(Settings(data_dir=data))) as srv:
         yield srv
 

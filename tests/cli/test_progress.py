@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from search.cli.progress import Progress
+from search.core.progress import Progress
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -128,7 +128,7 @@ def test_eval_ir_json_through_a_live_service(live_server, tmp_path):
 
     coll = write_beir(tmp_path / "tiny")
     r = CliRunner().invoke(main, ["eval", "ir", "--collection", str(coll), "--url", live_server.url,
-                                  "--out", str(tmp_path / "out"), "--json"])
+                                  "--into", "beir-tiny", "--out", str(tmp_path / "out"), "--json"])
     assert r.exit_code == 0, r.output
     events = _events(r.stderr)
     assert any(e["event"] == "stage" and e["stage"].startswith("querying 3 topics") for e in events)

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from search.api.app import create_app
 from search.core.config import Settings
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
+
+from helpers import term_service
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -48,7 +49,7 @@ def test_ontology_named_after_another_ontologys_ids_is_refused(tmp_path, fbdv_fi
     r = runner.invoke(ontology, [str(fbdv_file), "--name", "go", "--data-dir", str(data)])
     assert r.exit_code == 2
     assert "FBdv" in r.output and "--name fbdv" in r.output and "--allow-name-mismatch" in r.output
-    assert TermService(data).ontology("go").get("GO:0005634") is not None   # GO was not replaced
+    assert term_service(data).ontology("go").get("GO:0005634") is not None   # GO was not replaced
     # a name no known ontology uses, on a known ontology's ids: also refused (it would hide FBdv's id prefix)
     assert runner.invoke(ontology, [str(fbdv_file), "--name", "stages", "--data-dir", str(data)]).exit_code == 2
     r = runner.invoke(ontology, [str(fbdv_file), "--name", "fbdv", "--data-dir", str(data)])
@@ -68,7 +69,7 @@ def test_name_mismatch_rules():
 
 @pytest.fixture
 def client(tmp_path: Path, settings: Settings, fbdv_file: Path) -> TestClient:
-    svc = TermService(settings.data_dir)
+    svc = term_service(settings.data_dir)
     svc.index_ontology(Ontology.load(FIX / "mini.obo", "go"))
     svc.index_ontology(Ontology.load(fbdv_file, "fbdv"))
     return TestClient(create_app(settings))

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from search.cli.main import main
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
+
+from helpers import term_service
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -25,13 +26,13 @@ def go_dir(tmp_path: Path) -> Path:
     d, obo = tmp_path / "data", tmp_path / "obo"
     obo.mkdir()
     shutil.copy(FIX / "mini.obo", obo / "mini.obo")
-    TermService(d).index_ontology(Ontology.load(obo / "mini.obo", "go", cache_dir=obo), TermIndex(d).write)
+    term_service(d).index_ontology(Ontology.load(obo / "mini.obo", "go", cache_dir=obo), TermIndex(d).write)
     shutil.rmtree(obo)
     return d
 
 
 def test_terms_answers_without_the_ontology(go_dir, monkeypatch):
-    want = TermService(go_dir).search("go", "cell nucleus", limit=3).model_dump(mode="json", by_alias=True)
+    want = term_service(go_dir).search("go", "cell nucleus", limit=3).model_dump(mode="json", by_alias=True)
 
     def refuse(*_a, **_k):
         raise AssertionError("flysift terms read the ontology")

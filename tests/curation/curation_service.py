@@ -10,10 +10,10 @@ from search.core.config import Settings
 from search.core.models import Gene
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
+from search.services import Services
 from search.text.lexicon import Lexicon
 
-from helpers import LiveServer
+from helpers import LiveServer, term_service
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CUR = FIX / "curation"
@@ -25,10 +25,10 @@ ONTOLOGIES = (("go", FIX / "mini.obo"), ("fbbt", FIX / "mini_fbbt.obo"), ("fbdv"
 def build_data(data: Path, cache: Path) -> Path:
     from indexer.pipeline import index_corpus
 
-    index_corpus(sorted(CUR.glob("*.nxml")), Settings(data_dir=data))
+    index_corpus(sorted(CUR.glob("*.nxml")), Services.open(Settings(data_dir=data)))
     Lexicon(GENES).save(data / "lexicon.tsv")
     for name, path in ONTOLOGIES:
-        TermService(data).index_ontology(Ontology.load(path, name, cache_dir=cache), TermIndex(data).write)
+        term_service(data).index_ontology(Ontology.load(path, name, cache_dir=cache), TermIndex(data).write)
     return data
 
 

@@ -26,10 +26,9 @@ from search.client import Client
 from search.core.config import Settings
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 from search.text.lexicon import Lexicon
 
-from helpers import LiveServer, build_index, needs_extra
+from helpers import LiveServer, build_index, needs_extra, term_service
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 KEY_ENV = "FLYSIFT_TEST_LLM_KEY"
@@ -47,7 +46,7 @@ def service(tmp_path_factory):
     Lexicon(bundled_genes()).save(data / "lexicon.tsv")
     cache = tmp_path_factory.mktemp("cache")
     for obo, name in (("mini.obo", "go"), ("mini_fbbt.obo", "fbbt")):
-        TermService(data).index_ontology(Ontology.load(FIXTURES / obo, name, cache_dir=cache), TermIndex(data).write)
+        term_service(data).index_ontology(Ontology.load(FIXTURES / obo, name, cache_dir=cache), TermIndex(data).write)
     with LiveServer(create_app(Settings(data_dir=data))) as srv:
         yield srv
 
@@ -270,9 +269,10 @@ def test_turn_limit_and_flyaoc_parity_rule(service, gene):
 @needs_extra("curation")
 def test_cost_and_time_limits_per_gene(service, gene):
     """A gene's cost cap refuses a model call that would take the run past it (expected cost: the mean so far); its
-    time limit ends a run stuck on a slow model."""
+    time limit ends a run stuck on a slow model. The limit leaves the first (fast) turn seconds of slack and the stuck
+    turn outlasts it twenty-fold, so a busy machine cannot flip the outcome."""
     def slow(body: dict[str, Any], n: int):
-        return Reply(scripted(body, n), delay_s=3.0) if n >= 1 else scripted(body, n)
+        return Reply(scripted(body, n), delay_s=120.0) if n >= 1 else scripted(body, n)
 
     with FakeOpenAI(scripted) as fake:
         capped = record(service, fake, "single", GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2,
@@ -281,7 +281,7 @@ def test_cost_and_time_limits_per_gene(service, gene):
     assert capped.usage["cost_usd"] <= 1.5e-4
     with FakeOpenAI(slow) as fake:
         late = record(service, fake, "single", GeneTask(gene_id=gene.id, symbol=gene.symbol, budget=2,
-                                                        timeout_s=1.0), max_retries=0)
+                                                        timeout_s=6.0), max_retries=0)
     assert late.error.startswith("timeout_limit") and late.output is None and late.usage["turns"] == 1
 
 

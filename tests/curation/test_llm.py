@@ -181,7 +181,7 @@ def test_mcp_tool_schemas_convert_in_one_place():
     from search.client import AsyncClient
     from search.core.models import Gene
     from search.mcp.server import build_server
-    from search.sessions.models import Session
+    from search.schema.sessions import Session
 
     session = Session(id="ses_schema", team="t", gene=Gene(id="FBgn0000001", symbol="x"), max_papers=2, created_at=0)
     listed = asyncio.run(build_server(AsyncClient("http://127.0.0.1:9"), session).list_tools())

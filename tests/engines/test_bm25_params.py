@@ -5,6 +5,7 @@ carry the collection's k1/b, the embedded engine refuses k1/b it cannot apply, v
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,7 @@ def test_an_unknown_key_in_the_file_names_the_file(tmp_path, monkeypatch):
 def test_the_embedded_engine_refuses_k1_b_it_cannot_apply_at_startup(tmp_path, monkeypatch, table):
     from search.cli.main import main
 
-    monkeypatch.setenv("FLYSIFT_COLLECTIONS", '{"beir-med": %s}' % str(table).replace("'", '"'))
+    monkeypatch.setenv("FLYSIFT_COLLECTIONS", json.dumps({"beir-med": table}))
     result = CliRunner().invoke(main, ["stats", "--data-dir", str(tmp_path)])   # serve loads settings alike
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2 and "Traceback" not in result.output and len(lines) == 1, result.output

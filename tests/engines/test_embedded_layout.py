@@ -19,9 +19,11 @@ import tantivy
 from indexer.synthetic import SyntheticConfig, generate
 from search.core.models import Paper, Section
 from search.core.query import Clause, EngineQuery
-from search.engines.embedded import engine as embedded
+from search.engines.embedded import build as embedded
 from search.engines.embedded import paper_store
-from search.engines.embedded.engine import EmbeddedEngine, PaperHead, writer_plan
+from search.engines.embedded.build import writer_plan
+from search.engines.embedded.engine import EmbeddedEngine
+from search.engines.embedded.prepare import PaperHead
 from search.retrieval.planner import plan
 from search.text.analysis import ANALYZERS, SYMBOL_ANALYZER, WORD_ANALYZER
 from search.text.passages import split_passages
@@ -310,3 +312,46 @@ def test_the_symbol_view_keeps_no_positions_and_a_symbol_phrase_matches_all_its_
     phrase = EngineQuery(clauses=[Clause(text="Dl N", view="symbol", phrase=True)])
     found = {h.pmcid for h in new.search_papers(phrase, limit=100).hits}
     assert "PMC100001" in found and found <= {h.pmcid for h in new.search_papers(both, limit=100).hits}
+
+
+# ---- older layouts: deprecated, and `flysift upgrade` --------------------------------------------------------------
+
+def test_an_old_layout_is_one_line_naming_flysift_upgrade_and_the_upgrade_rewrites_it(tmp_path, corpus, caplog):
+    """A data dir written in layout 1 still serves, says so in one line naming the command (serve banner, server
+    log, ``flysift upgrade --check``), and ``flysift upgrade`` rewrites it from its own papers: the same papers and
+    passages in the current layout, and no more warning."""
+    from click.testing import CliRunner
+
+    from search.cli.main import main, serve_banner
+    from search.core.config import Settings
+
+    data = tmp_path / "data"
+    _layout1_build(data, corpus)
+    old = EmbeddedEngine(data)
+    why = old.outdated()
+    assert why is not None and "\n" not in why and "layout 1" in why and f"flysift upgrade --data-dir {data}" in why
+    with caplog.at_level("WARNING", logger="flysift.engine"):
+        old.stats()
+    assert [r.getMessage() for r in caplog.records] == [why]
+    banner = serve_banner(Settings(data_dir=data), "127.0.0.1", 8000, 1, False)
+    assert [line.strip() for line in banner.splitlines() if "warning" in line] == [f"warning: {why}"]
+    r = CliRunner().invoke(main, ["upgrade", "--check", "--data-dir", str(data)])
+    assert r.exit_code == 1 and "flysift upgrade" in r.output
+
+    r = CliRunner().invoke(main, ["upgrade", "--data-dir", str(data)])
+    assert r.exit_code == 0 and f"default: rewrote {len(corpus)} papers" in r.output, r.output
+    new = EmbeddedEngine(data)
+    assert new.outdated() is None and new.stats().papers == len(corpus)
+    assert new._read().layout == embedded.LAYOUT and new.get_paper("PMC100009") == LONG
+    expected = {p.id: p for paper in corpus for p in split_passages(paper)}
+    assert {p.id: p for p, _ in new.scan_passages()} == expected
+    assert {h.pmcid for h in new.search_papers(plan("Su(H)"), limit=100).hits} >= {"PMC100001", "PMC100003"}
+    banner = serve_banner(Settings(data_dir=data), "127.0.0.1", 8000, 1, False)
+    assert "warning" not in banner
+    r = CliRunner().invoke(main, ["upgrade", "--check", "--data-dir", str(data)])
+    assert r.exit_code == 0 and "default: current" in r.output
+
+
+def test_a_current_layout_needs_no_upgrade(tmp_path, corpus):
+    eng = build_index(tmp_path / "data", corpus[:5])
+    assert eng.outdated() is None and EmbeddedEngine(tmp_path / "empty").outdated() is None

@@ -16,7 +16,7 @@ from search.core.config import Settings
 from search.core.errors import IndexMissing
 from search.core.models import Paper, Synonym, Term
 from search.core.query import EngineQuery, Filters
-from search.engines import BuildRefused, Engine, open_engine
+from search.engines import BuildRefused, Capabilities, Engine, capabilities_of, open_engine
 from search.retrieval.planner import plan
 from search.text.passages import split_passages
 
@@ -70,6 +70,33 @@ def engine(new_engine: EngineFactory) -> Engine:
 
 def pmcids(res) -> list[str]:
     return [h.pmcid for h in res.hits]
+
+
+# ---- capabilities and the published build's files -------------------------------------------------------------------
+def test_capabilities_say_what_the_engine_can_do_and_its_files_follow_them(new_engine: EngineFactory):
+    """Code above the engines chooses by ``capabilities``; an engine whose builds are local folders names the
+    published one (a new folder with each publish, ``IndexMissing`` before the first); others refuse to."""
+    eng = new_engine()
+    caps = eng.capabilities
+    assert isinstance(caps, Capabilities) and eng.collection == "default"
+    assert caps == capabilities_of_kind(eng)
+    if not caps.local_builds:
+        with pytest.raises(NotImplementedError):
+            eng.published_files()
+        return
+    with pytest.raises(IndexMissing):
+        eng.published_files()
+    first = publish(eng, PAPERS, "one")
+    files = eng.published_files()
+    assert files.build == first and files.path.is_dir() and first in files.path.parts
+    second = publish(eng, PAPERS, "two")
+    assert eng.published_files().build == second != first
+
+
+def capabilities_of_kind(eng: Engine) -> Capabilities:
+    """What the factory says of the engine kind, without opening one."""
+    kind = "cluster" if eng.name == "cluster" else "embedded"
+    return capabilities_of(Settings(engine=kind, cluster_url="http://127.0.0.1:1" if kind == "cluster" else None))
 
 
 # ---- health and stats ------------------------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 queries, gives largely the same top 10 (mean overlap ≥ 0.8) and the same top hit for single-term queries.
 
 Both engines use the analysis of ``search.text.analysis`` and BM25 (k1=1.2, b=0.75) with one-byte length norms, so
-scores agree closely; what remains is documented in docs/benchmarks.md (ties broken by internal doc order, highlighting
-windows)."""
+scores agree closely; what remains is documented in docs/benchmarks.md, "Embedded and cluster" (ties broken by internal
+doc order, highlighting windows)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from indexer.pipeline import index_corpus
 from search.core.config import Settings
 from search.core.query import Filters
 from search.retrieval.service import SearchService
+from search.services import Services
 
 from helpers import SHEET_ONLY_ALLELE, cluster_flavours, find_cluster_node, needs_supplement_readers, supplement_package
 
@@ -30,7 +31,7 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SearchSe
                             cluster_index_prefix=prefix)
     else:
         settings = Settings(data_dir=tmp_path / "data", engine="embedded")
-    summary = index_corpus([supplement_package(tmp_path / "pkg")], settings, workers=1)
+    summary = index_corpus([supplement_package(tmp_path / "pkg")], Services.open(settings), workers=1)
     assert summary.indexed == 1 and summary.rejected == 0
     svc = SearchService(settings)
     yield svc
@@ -97,7 +98,7 @@ def test_both_engines_score_a_supplement_hit_alike(tmp_path: Path):
     try:
         scores = []
         for settings in (embedded, cluster):
-            index_corpus([pkg], settings, workers=1)
+            index_corpus([pkg], Services.open(settings), workers=1)
             svc = SearchService(settings)
             scores.append([round(h.score, 4) for h in svc.search_passages(f"{SHEET_ONLY_ALLELE} Notch").hits])
             scores.append([round(h.score, 4) for h in svc.search_papers(SHEET_ONLY_ALLELE).hits])

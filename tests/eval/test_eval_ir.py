@@ -163,9 +163,8 @@ def test_eval_ir_writes_only_into_a_collection_the_user_named(live_server, tmp_p
     monkeypatch.setitem(sys.modules, "ranx", None)  # as if the eval extra were not installed
     no_ranx = CliRunner().invoke(main, [*base, "--into", "scratch-tiny"])
     assert no_ranx.exit_code == 2 and "pip install 'flysift[eval]'" in no_ranx.output
-    with Client(live_server.url) as client:
-        with pytest.raises(Exception, match="scratch-tiny"):
-            client.stats(collection="scratch-tiny")   # nothing was indexed
+    with Client(live_server.url) as client, pytest.raises(Exception, match="scratch-tiny"):
+        client.stats(collection="scratch-tiny")   # nothing was indexed
     monkeypatch.delitem(sys.modules, "ranx")
     down = CliRunner().invoke(main, ["eval", "ir", "--collection", str(coll_dir), "--out", str(tmp_path / "o"),
                                      "--url", "http://127.0.0.1:9", "--into", "scratch-tiny"])

@@ -10,6 +10,7 @@ import pytest
 
 from indexer.pipeline import index_corpus
 from search.core.config import Settings
+from search.services import Services
 
 pytestmark = pytest.mark.cluster
 
@@ -21,7 +22,7 @@ def test_a_refusal_in_the_last_bulk_reaches_the_rejects_report(cluster_settings:
     records[-1]["journal"] = "J" * 40_000
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in records))
-    summary = index_corpus([corpus], cluster_settings, workers=1)
+    summary = index_corpus([corpus], Services.open(cluster_settings), workers=1)
     assert (summary.read, summary.indexed, summary.rejected) == (6, 5, 1)
     rejects = [json.loads(line) for line in Path(summary.rejects_file).read_text().splitlines()]
     assert [r["pmcid"] for r in rejects] == ["PMC300005"]

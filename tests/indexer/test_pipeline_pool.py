@@ -23,6 +23,7 @@ from indexer.synthetic import SyntheticConfig, write_corpus
 from search.core.config import Settings
 from search.core.errors import InputError
 from search.engines import open_engine
+from search.services import Services
 
 CURATION = Path(__file__).parents[1] / "fixtures" / "curation"
 GOOD = {"pmcid": "PMC1", "title": "Dl in the wing", "abstract": "Delta.", "sections": {"INTRO": ["Dl binds N."]}}
@@ -64,7 +65,7 @@ def _mixed_corpus(root: Path) -> Path:
 
 
 def _build(corpus: Path, data: Path, workers: int, **kw) -> tuple[dict, bytes, dict, list]:
-    summary = index_corpus([corpus], Settings(data_dir=data), workers=workers, commit_every=7, **kw)
+    summary = index_corpus([corpus], Services.open(Settings(data_dir=data)), workers=workers, commit_every=7, **kw)
     engine = open_engine(Settings(data_dir=data))
     passages = sorted(((p.model_dump(), title) for p, title in engine.scan_passages()), key=lambda x: x[0]["id"])
     papers = {pid: engine.get_paper(pid).model_dump() for pid in sorted({p["pmcid"] for p, _ in passages})}
@@ -93,7 +94,8 @@ def test_strict_stops_at_the_same_record_with_a_pool(tmp_path: Path):
     corpus = _mixed_corpus(tmp_path / "corpus")
     for workers in (1, 2):
         with pytest.raises(InputError) as exc:
-            index_corpus([corpus], Settings(data_dir=tmp_path / f"d{workers}"), strict=True, workers=workers)
+            index_corpus([corpus], Services.open(Settings(data_dir=tmp_path / f"d{workers}")), strict=True,
+                         workers=workers)
         assert exc.value.details.get("record", 2) == 2 and "b_bad.jsonl, record 2" in exc.value.message
         assert not list((tmp_path / f"d{workers}" / "collections" / "default" / "builds").glob("*/build.json"))
 
@@ -129,7 +131,7 @@ def test_progress_total_is_estimated_from_bytes_and_exact_at_the_end(tmp_path: P
     src = tmp_path / "c.jsonl"
     src.write_text("".join(json.dumps({**GOOD, "pmcid": f"PMC{i}"}) + "\n" for i in range(1, 41)))
     calls: list[tuple[int, int | None]] = []
-    summary = index_corpus([src], Settings(data_dir=tmp_path / "d"), workers=1,
+    summary = index_corpus([src], Services.open(Settings(data_dir=tmp_path / "d")), workers=1,
                            progress=lambda done, total: calls.append((done, total)))
     assert summary.read == 40
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1] == (40, 40)
@@ -177,7 +179,9 @@ def _run(corpus: Path, data: Path, *args: str) -> tuple[dict, str]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds worker processes through Linux's /proc")
 @pytest.mark.parametrize("how", ["ctrl-c", "worker killed"])
 def test_an_interrupted_pool_run_resumes_to_the_same_build(tmp_path: Path, how: str):
-    write_corpus(SyntheticConfig(n_papers=600, words_per_paper=300, seed=5), tmp_path / "gen")
+    # 2,000 papers: the interruption comes at the third commit, with enough left that a busy machine cannot finish
+    # the run between the test seeing that commit and sending the signal
+    write_corpus(SyntheticConfig(n_papers=2000, words_per_paper=300, seed=5), tmp_path / "gen")
     corpus = tmp_path / "gen" / "corpus.jsonl"
     with open(corpus, "a") as fh:  # a reject and a duplicate past the interruption
         fh.write("{broken\n" + corpus.read_text().splitlines()[0] + "\n")
@@ -206,7 +210,7 @@ def test_an_interrupted_pool_run_resumes_to_the_same_build(tmp_path: Path, how: 
     assert "resumed an interrupted build" in err
     fresh, _ = _run(corpus, tmp_path / "fresh", "--workers", "1")
     counts = ("read", "indexed", "rejected", "duplicates")
-    assert [resumed[k] for k in counts] == [fresh[k] for k in counts] == [602, 600, 1, 1]
+    assert [resumed[k] for k in counts] == [fresh[k] for k in counts] == [2002, 2000, 1, 1]
     rejects = [json.loads(x) for d in (data, tmp_path / "fresh") for x in
                next((d / "rejects").glob("*.jsonl")).read_text().splitlines()]
-    assert [r["record"] for r in rejects] == [601, 601]
+    assert [r["record"] for r in rejects] == [2001, 2001]

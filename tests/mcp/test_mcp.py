@@ -22,10 +22,9 @@ from search.core.models import Gene
 from search.engines.embedded.terms import TermIndex
 from search.mcp.server import MAX_RESULT_CHARS, fit
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
 from search.text.lexicon import Lexicon
 
-from helpers import PAPERS, LiveServer, build_index
+from helpers import PAPERS, LiveServer, build_index, term_service
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TOOLS = {"search_corpus", "get_paper_text", "search_go_terms", "search_anatomy_terms", "search_stage_terms",
@@ -43,7 +42,7 @@ def api(tmp_path_factory):
     build_index(data)
     Lexicon([Gene(id="FBgn0000463", symbol="Dl", fullname="Delta", symbol_synonyms=["Dl-1"]),
              Gene(id="FBgn0260632", symbol="dl", fullname="dorsal")]).save(data / "lexicon.tsv")
-    TermService(data).index_ontology(Ontology.load(FIXTURES / "mini.obo", "go",
+    term_service(data).index_ontology(Ontology.load(FIXTURES / "mini.obo", "go",
                                                    cache_dir=tmp_path_factory.mktemp("cache")), TermIndex(data).write)
     with LiveServer(create_app(Settings(data_dir=data))) as srv:
         yield srv

@@ -16,11 +16,13 @@ from fastapi.testclient import TestClient
 
 from search.core.errors import InvalidRequest
 from search.core.models import Synonym
+from search.engines.dense import DenseUnavailable
 from search.engines.embedded.terms import TermIndex
 from search.ontology import dense_terms
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
-from search.retrieval.dense import DenseUnavailable
+
+from helpers import term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 DENSE_EXTRA = dense_terms.extra_installed()
@@ -29,11 +31,11 @@ needs_dense = pytest.mark.skipif(not DENSE_EXTRA, reason="the optional 'dense' e
 
 
 def _index(d: Path, ont: Ontology, dense: bool = True) -> TermService:
-    svc = TermService(d)
+    svc = term_service(d)
     svc.index_ontology(ont, TermIndex(d).write)
     if dense:
         dense_terms.build(d, ont)
-    return TermService(d)   # reads the saved files, as a served instance does
+    return term_service(d)   # reads the saved files, as a served instance does
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +107,7 @@ def test_build_writes_checked_arrays_and_a_manifest(built, ont):
 
 @needs_dense
 def test_a_paraphrase_found_only_by_the_dense_side(built):
-    svc = TermService(built)
+    svc = term_service(built)
     for query, want in (("walking", "GO:0040011"), ("cardiogenesis", "GO:0007507"), ("slumber", "GO:0030431")):
         assert want not in ids(svc.search("go", query, limit=5))   # no shared word: the lexical ranking misses it
         dense = svc.search("go", query, limit=3, mode="dense")
@@ -116,7 +118,7 @@ def test_a_paraphrase_found_only_by_the_dense_side(built):
 
 @needs_dense
 def test_hybrid_keeps_the_lexical_answer_and_filters_apply_to_the_dense_side(built):
-    svc = TermService(built)
+    svc = term_service(built)
     assert ids(svc.search("go", "mitochondria", limit=1, mode="hybrid")) == ["GO:0005739"]
     assert ids(svc.search("go", "GO:0005634", mode="hybrid")) == ["GO:0005634"]   # an id stays a lookup
     hidden = svc.search("go", "walking", limit=5, mode="dense", hidden="GO:0040011")
@@ -127,7 +129,7 @@ def test_hybrid_keeps_the_lexical_answer_and_filters_apply_to_the_dense_side(bui
 
 @needs_dense
 def test_query_length_is_bounded(built):
-    svc = TermService(built)
+    svc = term_service(built)
     assert svc.search("go", "walk " * 200, limit=2, mode="hybrid").hits   # 1,000 characters: answered
     with pytest.raises(InvalidRequest):
         svc.search("go", "walk " * 201, mode="dense")
@@ -140,7 +142,7 @@ def test_a_stale_or_mismatched_index_is_ignored_with_one_log_line(built, ont, tm
     changed = [t.model_copy(update={"synonyms": [*t.synonyms, Synonym(text="ambulation", scope="EXACT")]})
                if t.id == "GO:0040011" else t for t in ont.terms()]
     _index(d, Ontology.from_terms("go", changed), dense=False)
-    svc = TermService(d)
+    svc = term_service(d)
     with caplog.at_level(logging.WARNING, logger="search.ontology.dense_terms"):
         for _ in range(3):
             with pytest.raises(DenseUnavailable, match="another version of the ontology"):
@@ -154,7 +156,7 @@ def test_a_stale_or_mismatched_index_is_ignored_with_one_log_line(built, ont, tm
     m = json.loads(man_path.read_text())
     man_path.write_text(json.dumps(m | {"model": "/elsewhere/another-model"}))
     with pytest.raises(DenseUnavailable, match="another-model"):
-        TermService(d).search("go", "walking", mode="dense")
+        term_service(d).search("go", "walking", mode="dense")
 
 
 @needs_dense
@@ -175,7 +177,7 @@ def test_damaged_files_are_refused_never_loaded(built, tmp_path, damage):
     else:
         man_path.write_text('{"format": 1, "ids": "not a list"}')
     with pytest.raises(DenseUnavailable) as e:
-        TermService(d).search("go", "walking", mode="hybrid")
+        term_service(d).search("go", "walking", mode="hybrid")
     assert e.value.status == 409 and len(e.value.message) < 600
 
 

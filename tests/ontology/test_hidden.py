@@ -1,5 +1,6 @@
-"""The one home of hidden terms (search.ontology.hidden): the session's spec, the merge of a request's hidden terms
-with the session's, the ids a spec hides, and the ``--hidden`` text of the MCP command line."""
+"""Hidden terms (search.schema.hidden names them, search.ontology.hidden resolves them): the session's spec, the
+merge of a request's hidden terms with the session's, the ids a spec hides, and the ``--hidden`` text of the MCP
+command line."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from search.ontology.hidden import HiddenQuery, HiddenSpec, hidden_query, named_set, spec_from_text
+from search.ontology.hidden import spec_ids
 from search.ontology.model import Ontology
+from search.schema.hidden import HiddenQuery, HiddenSpec, hidden_query, named_set, spec_from_text
 
 FIX = Path(__file__).parents[1] / "fixtures"
 
@@ -29,13 +31,13 @@ def test_spec_checks_ids_and_lists_its_names():
 
 
 def test_hidden_ids_keep_given_ids_and_add_primaries_and_descendants(go):
-    assert HiddenSpec().hidden_ids(go) == frozenset()
-    assert HiddenSpec(set="flyaoc").hidden_ids() == frozenset(named_set("flyaoc"))
-    alt = HiddenSpec(ids=["GO:0042051"]).hidden_ids(go)
+    assert spec_ids(HiddenSpec(), go) == frozenset()
+    assert spec_ids(HiddenSpec(set="flyaoc")) == frozenset(named_set("flyaoc"))
+    alt = spec_ids(HiddenSpec(ids=["GO:0042051"]), go)
     assert alt == {"GO:0042051", "GO:0001745"}                          # the alt id as given and its primary
-    deep = HiddenSpec(ids=["GO:0001745"], descendants=True).hidden_ids(go)
+    deep = spec_ids(HiddenSpec(ids=["GO:0001745"], descendants=True), go)
     assert "GO:0016330" in deep and "GO:0048749" not in deep            # descendants hidden, ancestors not
-    assert "GO:0016330" not in HiddenSpec(ids=["GO:0001745"]).hidden_ids(go)
+    assert "GO:0016330" not in spec_ids(HiddenSpec(ids=["GO:0001745"]), go)
 
 
 def test_a_request_adds_hidden_terms_and_never_unhides():

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from search.core.errors import InputError, InvalidRequest
-from search.ontology.hidden import expand, named_set, parse_hidden
+from search.ontology.hidden import expand
 from search.ontology.model import Ontology, WangSimilarity
+from search.schema.hidden import named_set, parse_hidden
 
 FIX = Path(__file__).parents[1] / "fixtures"
 

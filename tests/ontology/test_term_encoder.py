@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from search.core.errors import InvalidRequest
 from search.core.models import Synonym, TermHit
+from search.engines.dense import DenseUnavailable
 from search.engines.embedded.terms import TermIndex
 from search.ontology import encoder
 from search.ontology.encoder import artefact
@@ -27,7 +28,8 @@ from search.ontology.encoder.pairs import Corpus, PlanConfig, mine, plan
 from search.ontology.encoder.runtime import Nearest
 from search.ontology.model import Ontology
 from search.ontology.service import TermService
-from search.retrieval.dense import DenseUnavailable
+
+from helpers import term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 EXTRA = all(importlib.util.find_spec(m) is not None
@@ -45,8 +47,8 @@ def ont(tmp_path_factory) -> Ontology:
 
 
 def _index(d: Path, ont: Ontology) -> TermService:
-    TermService(d).index_ontology(ont, TermIndex(d).write)
-    return TermService(d)
+    term_service(d).index_ontology(ont, TermIndex(d).write)
+    return term_service(d)
 
 
 # ---- labels, split, plan --------------------------------------------------------------------------------------------
@@ -264,11 +266,11 @@ def test_a_step_runs_in_each_precision(precision):
 
 # ---- training on the fixture --------------------------------------------------------------------------------------
 
-def _train(d: Path, epochs: int, report=None, **run_args):
+def _train(d: Path, epochs: int, report=None, terms: TermService | None = None, **run_args):
     from search.ontology.encoder.train import Run, TrainConfig, train
 
     cfg = TrainConfig(seed=3, epochs=epochs, batch_size=8, lr=2e-4, max_pairs_per_term=2, frozen_layers=0, **SPLIT)
-    return train(d, cfg, Run(device="cpu", threads=1, **run_args), report)
+    return train(terms or term_service(d), cfg, Run(device="cpu", threads=1, **run_args), report)
 
 
 class _CtrlC:
@@ -367,7 +369,7 @@ def test_one_training_per_data_dir(tmp_path, ont):
 @pytest.mark.slow
 def test_hybrid_is_the_default_with_an_encoder_and_finds_held_out_paraphrases(trained):
     d, manifest = trained["a"]
-    svc = TermService(d)
+    svc = term_service(d)
     held = manifest["held_out"]["go"]["test"]
     ont = svc.ontology("go")
     # every held-out term's synonyms: the encoder was never shown them
@@ -471,6 +473,7 @@ def test_hybrid_on_the_cluster_engine(cluster_settings):
 
     from indexer.ontologies import ontology as index_ontology
     from search.api.app import create_app
+    from search.services import Services
 
     s = cluster_settings
     env = {"FLYSIFT_CLUSTER_URL": s.cluster_url, "FLYSIFT_CLUSTER_FLAVOUR": s.cluster_flavour,
@@ -479,7 +482,7 @@ def test_hybrid_on_the_cluster_engine(cluster_settings):
                                               str(s.data_dir), "--no-cache"], env=env)
     assert res.exit_code == 0, res.output
     assert not (s.data_dir / "terms").exists()   # the lexical side is on the cluster only
-    manifest = _train(s.data_dir, 4)
+    manifest = _train(s.data_dir, 4, terms=Services.open(s).terms)   # as `flysift train term-encoder` opens it
     held = manifest["held_out"]["go"]["test"]
     with TestClient(create_app(s)) as c:
         r = c.get("/v1/terms/search", params={"query": "heart development", "ontology": "go"})

@@ -9,10 +9,15 @@ from pathlib import Path
 import pytest
 
 from search.engines.embedded.terms import TermIndex
+from search.ontology import rewrites
 from search.ontology.model import Ontology
-from search.ontology.service import RerankModel, TermService, spell_greek
+from search.ontology.rerank_model import RerankModel
+from search.ontology.rewrites import expansions, initial_rows, spell_greek
+from search.ontology.service import TermService
 from search.text.morphology import Morphology
 from search.text.spelling import Speller
+
+from helpers import term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 
@@ -21,10 +26,10 @@ FIX = Path(__file__).parents[1] / "fixtures"
 def svc(tmp_path_factory) -> TermService:
     d = tmp_path_factory.mktemp("mentions")
     cache = tmp_path_factory.mktemp("cache")
-    service = TermService(d)
+    service = term_service(d)
     for file, name in (("mentions_go.obo", "go"), ("mentions_fbbt.obo", "fbbt")):
         service.index_ontology(Ontology.load(FIX / file, name, cache_dir=cache), TermIndex(d).write)
-    return TermService(d)   # a fresh service: reads the saved re-ranker model, morphology included
+    return term_service(d)   # a fresh service: reads the saved re-ranker model, morphology included
 
 
 def top(svc: TermService, ontology: str, query: str) -> str:
@@ -71,34 +76,32 @@ def test_exact_name_or_exact_synonym_of_a_live_term_ranks_first(svc):
 
 def test_abbreviation_letters_may_skip_function_words(svc):
     model = svc.rerank_model("fbbt")
-    assert model.expansions("AMMC")[:1] == [("antennal", "mechanosensory", "and", "motor", "center")]
-    assert model.expansions("PNS")[:1] == [("peripheral", "nervous", "system")]
+    assert expansions(model, "AMMC")[:1] == [("antennal", "mechanosensory", "and", "motor", "center")]
+    assert expansions(model, "PNS")[:1] == [("peripheral", "nervous", "system")]
     assert model.label_df("PNS") == 2 and model.label_df("unheard") == 0   # PNS glial cell, PNS exit glial cell
 
 
 def test_a_word_many_labels_use_is_not_expanded(svc, monkeypatch):
     """Past ``ABBREV_USED_MAX`` labels a word stands for itself ("ATP", "CoA", "II" in GO): its expansions, which
     would have to be commoner still, are not looked for (scanning them cost GO searches up to 60 ms)."""
-    from search.ontology import service
-    monkeypatch.setattr(service, "ABBREV_USED_MAX", 1)   # PNS is in 2 labels of the fixture
+    monkeypatch.setattr(rewrites, "ABBREV_USED_MAX", 1)   # PNS is in 2 labels of the fixture
     assert top(svc, "fbbt", "adult PNS") != "FBbt:00005892"
 
 
 def test_a_query_full_of_abbreviations_scans_a_bounded_number_of_names(svc, monkeypatch):
     """Each distinct abbreviation is expanded once, and all of a query's together scan at most
     ``ABBREV_ROWS_BUDGET`` names: 160 abbreviations of GO's commonest initials cost 12 s CPU before."""
-    from search.ontology import service
     model = svc.rerank_model("fbbt")
     scanned: list[str] = []
-    real = service.RerankModel.expansion_counts
-    monkeypatch.setattr(service.RerankModel, "expansion_counts",
-                        lambda self, token: scanned.append(token) or real(self, token))
+    real = rewrites.expansion_counts
+    monkeypatch.setattr(rewrites, "expansion_counts",
+                        lambda vocab, token: scanned.append(token) or real(vocab, token))
     svc.search("fbbt", "adult PNS " * 40)
     assert scanned == ["PNS"]
     scanned.clear()
-    monkeypatch.setattr(service, "ABBREV_ROWS_BUDGET", len(model.initial_rows("PNS")[1]))
+    monkeypatch.setattr(rewrites, "ABBREV_ROWS_BUDGET", len(initial_rows(model, "PNS")[1]))
     svc.search("fbbt", "PNS AMMC")   # PNS's names use up the budget: AMMC stays as written
-    assert scanned == ["PNS"] and len(model.initial_rows("AMMC")[1]) > 0
+    assert scanned == ["PNS"] and len(initial_rows(model, "AMMC")[1]) > 0
 
 
 def test_greek_letters_are_spelled_as_the_ontologies_write_them():

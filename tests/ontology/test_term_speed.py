@@ -13,9 +13,13 @@ import pytest
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import IDS_FILE, TermIndex
 from search.ontology import model as ontology_model
-from search.ontology import service as svc_mod
+from search.ontology import rerank
 from search.ontology.model import Ontology
-from search.ontology.service import RerankModel, TermService
+from search.ontology.rerank_model import RerankModel
+from search.ontology.rerank_model import frame as frame_of
+from search.ontology.rewrites import stems, words
+
+from helpers import term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 QUERIES = ["nucleus", "cell nucleus", "transcription", "compound eye morphogenesis", "regulation of gene expression",
@@ -26,7 +30,7 @@ QUERIES = ["nucleus", "cell nucleus", "transcription", "compound eye morphogenes
 def data_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("data")
     obo = tmp_path_factory.mktemp("obo")
-    svc = TermService(d)
+    svc = term_service(d)
     for file, name in (("mini.obo", "go"), ("mini_fbbt.obo", "fbbt"), ("mentions_go.obo", "mentions")):
         shutil.copy(FIX / file, obo / file)
         svc.index_ontology(Ontology.load(obo / file, name, cache_dir=obo / "cache"), TermIndex(d).write)
@@ -69,13 +73,13 @@ def test_an_index_written_before_rows_answers_alike(data_dir, tmp_path):
 
 def test_search_reads_no_ontology(data_dir, monkeypatch):
     """The service answers from the saved model and the term index; hidden terms still need the ontology."""
-    full = {q: TermService(data_dir).search("go", q, limit=10) for q in QUERIES}
+    full = {q: term_service(data_dir).search("go", q, limit=10) for q in QUERIES}
 
     def refuse(*_a, **_k):
         raise AssertionError("a search read the ontology")
     monkeypatch.setattr(Ontology, "read", refuse)
-    monkeypatch.setattr(ontology_model, "_parse_obo", refuse)
-    svc = TermService(data_dir)
+    monkeypatch.setattr(ontology_model, "parse", refuse)
+    svc = term_service(data_dir)
     for q in QUERIES:
         assert svc.search("go", q, limit=10) == full[q], q
     assert svc.search("fbbt", "CNS").hits[0].id == "FBbt:00005095"
@@ -85,10 +89,10 @@ def test_search_reads_no_ontology(data_dir, monkeypatch):
 
 def test_a_learned_model_ranks_as_the_saved_one(data_dir, tmp_path):
     """The saved columns read back into the model that was learned: the same answers, score for score."""
-    saved = TermService(data_dir)
+    saved = term_service(data_dir)
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
-    learned = TermService(d)   # no model file: learned from the ontology on the first search
+    learned = term_service(d)   # no model file: learned from the ontology on the first search
     learned.model_path("go").unlink()
     assert learned._load_model("go") is None
     for q in QUERIES:
@@ -101,7 +105,7 @@ def test_a_learned_model_ranks_as_the_saved_one(data_dir, tmp_path):
 def test_a_model_file_that_does_not_load_is_learned_again(data_dir, tmp_path, planted):
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
-    svc = TermService(d)
+    svc = term_service(d)
     svc.model_path("go").write_bytes(planted)
     assert svc._load_model("go") is None
     assert svc.search("go", "cell nucleus").hits[0].id == "GO:0005634"
@@ -112,7 +116,7 @@ def test_a_model_learned_at_search_time_is_saved_for_the_next_process(data_dir, 
     service — the next `flysift terms` call — loads it instead of learning it again on every call."""
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
-    first = TermService(d)
+    first = term_service(d)
     first.model_path("go").unlink()
     want = first.search("go", "cell nucleus", limit=5)
     assert first.model_path("go").exists() and first._load_model("go") is not None
@@ -121,13 +125,13 @@ def test_a_model_learned_at_search_time_is_saved_for_the_next_process(data_dir, 
         raise AssertionError("the model was learned again")
 
     monkeypatch.setattr(RerankModel, "learn", refuse)
-    assert TermService(d).search("go", "cell nucleus", limit=5) == want
+    assert term_service(d).search("go", "cell nucleus", limit=5) == want
 
 
 def test_a_data_dir_that_cannot_be_written_still_answers_with_a_learned_model(data_dir, tmp_path, monkeypatch):
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
-    svc = TermService(d)
+    svc = term_service(d)
     svc.model_path("go").unlink()
 
     def read_only(*_a, **_k):
@@ -145,15 +149,15 @@ def _reference_rerank(lex: RerankModel, variants: list[tuple[str, float]], candi
     one-word queries, generality."""
     forms = []
     for text, discount in variants:
-        toks = svc_mod.stems(svc_mod.words(text))
+        toks = stems(words(text))
         if toks:
             idf = {t: lex.idf.get(t, lex.unknown_idf) for t in toks}
-            forms.append((toks, idf, sum(idf.values()), svc_mod._frame(toks), discount))
+            forms.append((toks, idf, sum(idf.values()), frame_of(toks), discount))
     out = []
     for order, cid in enumerate(candidates):
         i = lex.index.get(cid)
         if i is None:
-            out.append((-svc_mod.W_ENGINE * engine.get(cid, 0.0), order, cid, None))
+            out.append((-rerank.W_ENGINE * engine.get(cid, 0.0), order, cid, None))
             continue
         best = direct = exact = 0.0
         best_k = 0
@@ -162,14 +166,14 @@ def _reference_rerank(lex: RerankModel, variants: list[tuple[str, float]], candi
                 s = 2 * sum(idf[t] for t in toks & lab) / (w + weight)
                 if discount == 1.0 and s > direct:
                     direct, best_k = s, k
-                if toks == lab and discount >= svc_mod.MENTION_DISCOUNT:
-                    exact = max(exact, discount * svc_mod.EXACT_BONUS[scope])
-                label_discount = svc_mod.SYNONYM_DISCOUNT[scope] if k else 1.0
-                best = max(best, s * discount * (svc_mod.FRAME_PENALTY if fr != frame else 1.0) * label_discount)
+                if toks == lab and discount >= rerank.MENTION_DISCOUNT:
+                    exact = max(exact, discount * rerank.EXACT_BONUS[scope])
+                label_discount = rerank.SYNONYM_DISCOUNT[scope] if k else 1.0
+                best = max(best, s * discount * (rerank.FRAME_PENALTY if fr != frame else 1.0) * label_discount)
         cover = max(sum(idf[t] for t in toks & lex.definition(i)) / w for toks, idf, w, *_ in forms)
-        score = best + exact + svc_mod.W_DEF * cover + svc_mod.W_ENGINE * engine.get(cid, 0.0)
+        score = best + exact + rerank.W_DEF * cover + rerank.W_ENGINE * engine.get(cid, 0.0)
         if len(forms[0][0]) == 1 and best > 0:
-            score += svc_mod.W_GENERAL * lex.generality(i)
+            score += rerank.W_GENERAL * lex.generality(i)
         out.append((-score, order, cid, best_k))
     return [(cid, -neg, k) for neg, _, cid, k in sorted(out)]
 
@@ -178,20 +182,20 @@ def _reference_rerank(lex: RerankModel, variants: list[tuple[str, float]], candi
 def test_the_vectorised_rerank_computes_the_label_by_label_definition(data_dir, ontology):
     """Every candidate of every test query, plus an id the model does not know, scored both ways: same order, same
     scores, same best label."""
-    svc = TermService(data_dir)
+    svc = term_service(data_dir)
     lex = svc.rerank_model(ontology)
     queries = [*QUERIES[:-2], "regulation of nucleus", "positive regulation of transcription", "nucleus nuclei",
                "eye", "mitotic", "wing disc"]
     for q in queries:
-        variants = [(q, 1.0), (q + " nucleus", svc_mod.MENTION_DISCOUNT), ("nuclear " + q, svc_mod.RAW_DISCOUNT)]
+        variants = [(q, 1.0), (q + " nucleus", rerank.MENTION_DISCOUNT), ("nuclear " + q, rerank.RAW_DISCOUNT)]
         candidates = [*lex.ids[::-1], "GO:9999999"]
         engine = {c: (n % 7) / 7 for n, c in enumerate(candidates)}
-        got = svc_mod.rerank(lex, variants, candidates, engine)
+        got = rerank.rerank(lex, variants, candidates, engine)
         want = _reference_rerank(lex, variants, candidates, engine)
         assert got is not None and [r.id for r in got] == [w[0] for w in want], q
         assert [r.score for r in got] == pytest.approx([w[1] for w in want], abs=1e-12), q
         assert [r.label for r in got] == [w[2] for w in want], q
-    assert svc_mod.rerank(lex, [("-- ;", 1.0)], list(lex.ids), {}) is None
+    assert rerank.rerank(lex, [("-- ;", 1.0)], list(lex.ids), {}) is None
 
 
 def test_a_settled_listing_is_reused_until_an_ontology_is_added(data_dir, tmp_path):
@@ -201,7 +205,7 @@ def test_a_settled_listing_is_reused_until_an_ontology_is_added(data_dir, tmp_pa
     old = time.time() - 60
     for sub in ("ontologies", "terms"):
         os.utime(d / sub, (old, old))
-    svc, index = TermService(d), TermIndex(d)
+    svc, index = term_service(d), TermIndex(d)
     assert svc.names() == index.names() == ["fbbt", "go", "mentions"]
     assert svc._listed is not None and index._names is not None   # settled: kept
     assert svc.search("go", "cell nucleus").hits[0].id == "GO:0005634"
@@ -214,7 +218,7 @@ def test_a_settled_listing_is_reused_until_an_ontology_is_added(data_dir, tmp_pa
 def test_the_best_rewrites_are_one_engine_search(data_dir, monkeypatch):
     """A query with several mention forms costs two engine searches, the query and its best rewrites' words
     together (with room for each rewrite's candidates), in one engine call."""
-    svc = TermService(data_dir)
+    svc = term_service(data_dir)
     calls: list[list[tuple[str, int]]] = []
     real = svc.engine.term_candidates
 
@@ -226,6 +230,6 @@ def test_the_best_rewrites_are_one_engine_search(data_dir, monkeypatch):
     hits = svc.search("mentions", "hematopoietic nuclei", limit=5).hits
     assert len(calls) == 1 and len(calls[0]) == 2
     (query, pool), (rewrites, rewrite_pool) = calls[0]
-    assert (query, pool) == ("hematopoietic nuclei", svc_mod.RERANK_POOL)
-    assert {"hematopoiesis", "nucleus"} <= set(rewrites.split()) and rewrite_pool == 2 * svc_mod.REWRITE_POOL
+    assert (query, pool) == ("hematopoietic nuclei", rerank.RERANK_POOL)
+    assert {"hematopoiesis", "nucleus"} <= set(rewrites.split()) and rewrite_pool == 2 * rerank.REWRITE_POOL
     assert hits

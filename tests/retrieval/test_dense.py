@@ -13,7 +13,8 @@ import pytest
 from search.core.config import Settings
 from search.core.models import Paper
 from search.core.query import Filters
-from search.retrieval.dense import DenseIndex, DenseUnavailable, build_dense
+from search.engines import open_local
+from search.engines.dense import DenseIndex, DenseUnavailable, build_dense
 from search.retrieval.fusion import rrf
 from search.retrieval.service import SearchService
 from search.text.passages import split_passages
@@ -77,8 +78,17 @@ def dense_settings(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("dense") / "data"
     build_index(data_dir)
     if DENSE_EXTRA:
-        build_dense(data_dir)
+        dense_build(data_dir)
     return Settings(data_dir=data_dir)
+
+
+def dense_build(data_dir: Path, **kw) -> dict:
+    """The dense index of the folder's embedded engine (``flysift index dense`` with the embedded engine)."""
+    return build_dense(open_local(data_dir), data_dir, **kw)
+
+
+def dense_index(data_dir: Path) -> DenseIndex:
+    return DenseIndex(open_local(data_dir), data_dir)
 
 
 def _vectors(data_dir) -> dict:
@@ -99,7 +109,7 @@ def _passage_count() -> int:
 @needs_dense
 def test_build_writes_index_beside_published_build(settings):
     progress = []
-    meta = build_dense(settings.data_dir, batch_size=3, progress=lambda d, t: progress.append((d, t)))
+    meta = dense_build(settings.data_dir, batch_size=3, progress=lambda d, t: progress.append((d, t)))
     build = json.loads((settings.data_dir / "collections/default/CURRENT").read_text())["build"]
     folder = settings.data_dir / "collections/default/builds" / build / "dense"
     assert {f.name for f in folder.iterdir()} == {"index.faiss", "ids.json", "meta.json"}
@@ -167,10 +177,10 @@ def test_dense_filters(dense_settings):
 
 @needs_dense
 def test_rebuild_needs_new_dense_index_and_hnsw_above_flat_max(settings, monkeypatch):
-    import search.retrieval.dense as dense_mod
+    import search.engines.dense as dense_mod
 
-    build_dense(settings.data_dir)
-    index = DenseIndex(settings.data_dir)
+    dense_build(settings.data_dir)
+    index = dense_index(settings.data_dir)
     assert index.available() and index.meta()["index"] == "flat"
     extra = Paper(pmcid="PMC100005", year=2020, title="Mitotic spindles", abstract="Mitosis in neuroblasts.")
     build_index(settings.data_dir, PAPERS + [extra])  # a new published build: its dense index is missing
@@ -178,7 +188,7 @@ def test_rebuild_needs_new_dense_index_and_hnsw_above_flat_max(settings, monkeyp
     with pytest.raises(DenseUnavailable, match="flysift index dense"):
         index.search("mitosis", 3)
     monkeypatch.setattr(dense_mod, "FLAT_MAX", 1)
-    meta = build_dense(settings.data_dir)
+    meta = dense_build(settings.data_dir)
     assert meta["index"] == "hnsw" and meta["count"] == _passage_count() + 1
     assert index.search("mitosis in neuroblasts", 1)[0][:2] == ("PMC100005:0:0", "PMC100005")
 
@@ -187,7 +197,7 @@ def test_rebuild_needs_new_dense_index_and_hnsw_above_flat_max(settings, monkeyp
 def test_interrupted_build_resumes(settings, monkeypatch):
     import numpy as np
 
-    import search.retrieval.dense as dense_mod
+    import search.engines.dense as dense_mod
 
     monkeypatch.setattr(dense_mod, "CHUNK", 2)
 
@@ -200,17 +210,17 @@ def test_interrupted_build_resumes(settings, monkeypatch):
 
     # torch: its vectors do not depend on the batch a passage shares (int8's activation scale does, slightly)
     with pytest.raises(Stop):
-        build_dense(settings.data_dir, batch_size=2, progress=stop_after_four, backend="torch")
+        dense_build(settings.data_dir, batch_size=2, progress=stop_after_four, backend="torch")
     build = json.loads((settings.data_dir / "collections/default/CURRENT").read_text())["build"]
     build_dir = settings.data_dir / "collections/default/builds" / build
     assert json.loads((build_dir / "dense.partial/state.json").read_text())["done"] == 4
     assert not (build_dir / "dense").exists()
-    resumed = build_dense(settings.data_dir, batch_size=2, backend="torch")
+    resumed = dense_build(settings.data_dir, batch_size=2, backend="torch")
     assert resumed["resumed_from"] == 4 and resumed["embedded"] == _passage_count() - 4
     assert not (build_dir / "dense.partial").exists()
     # the same vectors as an uninterrupted build of the same corpus
     got = _vectors(settings.data_dir)
-    build_dense(settings.data_dir, backend="torch", resume=False)
+    dense_build(settings.data_dir, backend="torch", resume=False)
     want = _vectors(settings.data_dir)
     assert got.keys() == want.keys()
     assert all(np.allclose(got[k], want[k], atol=1e-5) for k in want)
@@ -262,14 +272,13 @@ def test_api_build_refuses_large_collections(live_server, monkeypatch):
     from search.client import Client, InvalidRequestError
 
     monkeypatch.setattr(builds_api, "API_DENSE_MAX_PASSAGES", 3)
-    with Client(live_server.url) as client:
-        with pytest.raises(InvalidRequestError) as e:
-            client.build_dense("default")
+    with Client(live_server.url) as client, pytest.raises(InvalidRequestError) as e:
+        client.build_dense("default")
     assert e.value.code == "limit_exceeded" and "flysift index dense" in e.value.message
 
 
 def test_missing_extra_says_how_to_install(settings, monkeypatch):
-    import search.retrieval.dense as dense_mod
+    import search.engines.dense as dense_mod
 
     real = importlib.util.find_spec
     monkeypatch.setattr(dense_mod.importlib.util, "find_spec", lambda name: None if name == "faiss" else real(name))
@@ -278,7 +287,7 @@ def test_missing_extra_says_how_to_install(settings, monkeypatch):
     # without the extra, sentence_transformers is missing too: the point is that faiss is named
     assert "pip install 'flysift[dense]'" in e.value.message and "faiss" in e.value.details["missing"]
     with pytest.raises(DenseUnavailable):
-        build_dense(settings.data_dir)
+        dense_build(settings.data_dir)
 
 
 # ---- devices and backends (issue #12 item 5) --------------------------------------------------------------------
@@ -313,7 +322,7 @@ def test_absent_cuda_is_one_line_and_exit_2(tmp_path):
 
 @needs_dense
 def test_resolve_encoder_names_what_runs(monkeypatch):
-    from search.retrieval.dense import BACKEND_ENV, resolve_encoder
+    from search.engines.dense import BACKEND_ENV, resolve_encoder
 
     if not _cuda():
         assert resolve_encoder() == (("onnx-int8", "cpu", "int8") if ONNX else ("torch", "cpu", "float32"))
@@ -334,16 +343,16 @@ def test_onnx_backends_match_torch_and_record_themselves(tmp_path):
     fp32 ONNX is torch to rounding, int8 within a small angle; queries are embedded by the index's own backend."""
     import numpy as np
 
-    import search.retrieval.dense as dense_mod
-    from search.retrieval.dense import MODELS_DIR, query_encoder
+    import search.engines.dense as dense_mod
+    from search.engines.dense import MODELS_DIR, query_encoder
 
     data_dir = tmp_path / "data"
     build_index(data_dir)
     vectors, metas = {}, {}
     for backend in ("torch", "onnx", "onnx-int8"):
-        metas[backend] = build_dense(data_dir, device="cpu", backend=backend)
+        metas[backend] = dense_build(data_dir, device="cpu", backend=backend)
         vectors[backend] = _vectors(data_dir)
-        index = DenseIndex(data_dir)
+        index = dense_index(data_dir)
         assert query_encoder(data_dir, "default", index.meta()).backend == backend
         assert index.search("how big an organ becomes", 1)[0][1] == "PMC100004"
     assert {b: (m["backend"], m["device"], m["dtype"]) for b, m in metas.items()} == {
@@ -359,9 +368,9 @@ def test_onnx_backends_match_torch_and_record_themselves(tmp_path):
 
 @needs_onnx
 def test_an_onnx_index_never_takes_torch_queries(settings, monkeypatch):
-    import search.retrieval.dense as dense_mod
+    import search.engines.dense as dense_mod
 
-    build_dense(settings.data_dir, backend="onnx-int8", device="cpu")
+    dense_build(settings.data_dir, backend="onnx-int8", device="cpu")
     monkeypatch.setattr(dense_mod, "_onnx_installed", lambda: False)
     with pytest.raises(DenseUnavailable) as e:
         SearchService(settings).search_passages("wing", mode="dense")
@@ -370,7 +379,7 @@ def test_an_onnx_index_never_takes_torch_queries(settings, monkeypatch):
 
 @needs_onnx
 def test_resume_never_mixes_backends(settings, monkeypatch):
-    import search.retrieval.dense as dense_mod
+    import search.engines.dense as dense_mod
 
     monkeypatch.setattr(dense_mod, "CHUNK", 2)
 
@@ -382,8 +391,8 @@ def test_resume_never_mixes_backends(settings, monkeypatch):
             raise Stop
 
     with pytest.raises(Stop):
-        build_dense(settings.data_dir, batch_size=2, progress=stop, backend="onnx-int8", device="cpu")
-    meta = build_dense(settings.data_dir, batch_size=2, backend="torch", device="cpu")
+        dense_build(settings.data_dir, batch_size=2, progress=stop, backend="onnx-int8", device="cpu")
+    meta = dense_build(settings.data_dir, batch_size=2, backend="torch", device="cpu")
     assert meta["resumed_from"] == 0 and meta["embedded"] == _passage_count() and meta["backend"] == "torch"
 
 
@@ -392,7 +401,7 @@ def test_pipelined_stream_equals_batch_by_batch():
     """Tokenising the next batch in a worker thread changes nothing: same vectors, same order."""
     import numpy as np
 
-    from search.retrieval.dense import load_encoder, model_name
+    from search.engines.dense import load_encoder, model_name
 
     encoder = load_encoder(model_name(), "torch", "cpu", "float32")
     texts = [p.text for paper in PAPERS for p in split_passages(paper)]
@@ -409,10 +418,24 @@ def test_pipelined_stream_equals_batch_by_batch():
 def test_cuda_build_records_device_and_float16(settings):
     import numpy as np
 
-    meta = build_dense(settings.data_dir, device="cuda")
+    meta = dense_build(settings.data_dir, device="cuda")
     assert (meta["backend"], meta["device"], meta["dtype"]) == ("torch", "cuda", "float16")
     assert meta["batch_size"] == 512 and meta["count"] == _passage_count()
     gpu = _vectors(settings.data_dir)
-    build_dense(settings.data_dir, device="cpu", backend="torch")
+    dense_build(settings.data_dir, device="cpu", backend="torch")
     cpu = _vectors(settings.data_dir)
     assert min(float(np.dot(gpu[k], cpu[k])) for k in cpu) > 0.999
+
+
+def test_dense_needs_an_engine_whose_builds_are_local_folders(tmp_path):
+    """The dense index reaches a build's folder through the engine (``Engine.published_files``): an engine whose
+    builds are not folders here (the cluster) is ``dense_unavailable`` at once, naming it, whatever is installed;
+    nothing is asked of the cluster."""
+    from search.engines import open_engine
+
+    cluster = open_engine(Settings(data_dir=tmp_path, cluster_url="http://127.0.0.1:1"))
+    with pytest.raises(DenseUnavailable) as e:
+        DenseIndex(cluster, tmp_path)
+    assert e.value.code == "dense_unavailable" and "cluster" in e.value.message
+    with pytest.raises(DenseUnavailable):
+        SearchService(Settings(data_dir=tmp_path, cluster_url="http://127.0.0.1:1")).dense("default")

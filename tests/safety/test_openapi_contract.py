@@ -42,16 +42,15 @@ from test_safety_inputs import load as load_http
 
 from indexer.synthetic import SyntheticConfig, bundled_genes, generate
 from search.api.app import create_app
-from search.api.models import ErrorResponse
 from search.api.openapi import ERROR_REF, NO_404
 from search.core.config import Settings
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import TermService
+from search.schema.errors import ErrorResponse
 from search.sessions.keys import new_key
 from search.text.lexicon import Lexicon
 
-from helpers import PAPERS, LiveServer, build_index
+from helpers import PAPERS, LiveServer, build_index, term_service
 
 FIX = Path(__file__).parents[1] / "fixtures"
 CORPUS = FIX / "bad_inputs" / "requests"
@@ -147,7 +146,7 @@ def make_data(root: Path) -> Path:
     genes = bundled_genes()
     corpus = list(generate(SyntheticConfig(n_papers=12, words_per_paper=300, seed=5, genes=genes)))
     build_index(d, PAPERS + corpus)
-    terms = TermService(d)
+    terms = term_service(d)
     for file, name in (("mini.obo", "go"), ("mini_fbbt.obo", "fbbt")):
         terms.index_ontology(Ontology.load(FIX / file, name, cache_dir=root / "obo-cache"), TermIndex(d).write)
     Lexicon(genes).save(d / "lexicon.tsv")

@@ -191,7 +191,7 @@ def _burst_and_kill(tmp_path: Path, policy: str, store_env: dict[str, str]) -> t
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "FLYSIFT_DATA_DIR": str(d), "FLYSIFT_ENGINE": "embedded", "FLYSIFT_AUTH": "false",
            **store_env}
-    log = open(tmp_path / "server.log", "w")
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - the server's output, for the whole test
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "search.api.app:create_app", "--factory", "--host",
                              "127.0.0.1", "--port", str(port), "--log-level", "warning"], env=env, stdout=log,
                             stderr=subprocess.STDOUT)

@@ -26,7 +26,7 @@ from search.cli.main import main
 from search.core.config import Settings
 from search.core.models import Paper, Section
 from search.engines import BuildRefused, publish_refusal
-from search.engines.embedded import engine as embedded_module
+from search.engines.embedded import build as embedded_module
 from search.engines.embedded.engine import EmbeddedEngine
 from search.text.passages import split_passages
 

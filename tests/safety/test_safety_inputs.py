@@ -17,8 +17,8 @@ from search.api.app import create_app
 from search.core.config import Settings
 from search.core.inputs import MAX_JSON_DEPTH
 from search.core.models import Gene
+from search.schema.sessions import Submission, TraceEvent
 from search.sessions.keys import new_key
-from search.sessions.models import Submission, TraceEvent
 from search.sessions.store import SqliteStore
 from search.text.lexicon import Lexicon
 

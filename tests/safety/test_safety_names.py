@@ -25,9 +25,10 @@ from search.core.models import Gene
 from search.engines.embedded.engine import EmbeddedEngine
 from search.engines.embedded.terms import TermIndex
 from search.ontology.model import Ontology
-from search.ontology.service import RerankModel, TermService
-from search.retrieval import dense
+from search.ontology.rerank_model import RerankModel
 from search.text.lexicon import Lexicon
+
+from helpers import term_service
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = Path(__file__).parents[1] / "fixtures"
@@ -50,7 +51,7 @@ def _sendable(name: str) -> bool:
 def data_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("data")
     cache = tmp_path_factory.mktemp("cache")
-    svc = TermService(d)
+    svc = term_service(d)
     for file, name in (("mini.obo", "go"), ("mini_fbbt.obo", "fbbt")):
         svc.index_ontology(Ontology.load(FIX / file, name, cache_dir=cache), TermIndex(d).write)
     Lexicon([Gene(id="FBgn0000490", symbol="dpp", fullname="decapentaplegic")]).save(d / "lexicon.tsv")
@@ -100,7 +101,7 @@ def test_malformed_ontology_names_are_422_never_500(client, data_dir):
         assert r.status_code == 422, (name[:50], r.text[:300])
         err = r.json()["error"]
         assert err["code"] == "invalid_request" and len(err["message"]) < 400, name[:50]
-    svc = TermService(data_dir)
+    svc = term_service(data_dir)
     for name in ONTOLOGY_NAMES:     # lone surrogates too, which only reach the service from inside the process
         with pytest.raises(InvalidRequest):
             svc.search(name, "cell")
@@ -122,7 +123,7 @@ def test_old_pickles_in_a_data_dir_are_never_loaded(tmp_path, marker):
     """A data dir from before this change (``ontologies/go.pkl``) asks for a re-index and runs nothing."""
     (tmp_path / "ontologies").mkdir()
     (tmp_path / "ontologies" / "go.pkl").write_bytes(EVIL)
-    svc = TermService(tmp_path)
+    svc = term_service(tmp_path)
     assert svc.names() == []
     with pytest.raises(NotFound) as e:
         svc.search("go", "cell")
@@ -149,7 +150,7 @@ def test_hostile_ontology_caches_are_rebuilt_from_the_obo(tmp_path, marker, bad)
 def test_a_hostile_served_ontology_file_is_a_clear_error(data_dir, tmp_path, marker, bad):
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)   # the term index is a relative symlink
-    svc = TermService(d)
+    svc = term_service(d)
     target = svc.ontology_path("go")
     target.write_bytes((BAD / bad).read_bytes())
     with pytest.raises(FlysiftError) as e:
@@ -163,7 +164,7 @@ def test_a_hostile_rerank_model_is_learned_again(data_dir, tmp_path, marker, bad
     """The re-ranker's saved model used to be a pickle beside the ontology."""
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)   # the term index is a relative symlink
-    svc = TermService(d)
+    svc = term_service(d)
     svc.model_path("go").write_bytes((BAD / bad).read_bytes())
     (d / "ontologies" / "go.rerank").write_bytes(EVIL)     # the old model's name
     assert [h.id for h in svc.search("go", "cell nucleus").hits][0] == "GO:0005634"
@@ -184,7 +185,7 @@ def test_a_mapped_model_file_is_checked_before_use(data_dir, tmp_path, marker, h
     and the model learned again; nothing is unpickled."""
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
-    svc = TermService(d)
+    svc = term_service(d)
     path = svc.model_path("go")
     with np.load(path, allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
@@ -211,7 +212,7 @@ def test_a_model_that_does_not_fit_its_ontology_is_learned_again(data_dir, tmp_p
     """A well-formed model file with wrong contents (an index out of range, a string for a number) is not used."""
     d = tmp_path / "data"
     shutil.copytree(data_dir, d, symlinks=True)
-    svc = TermService(d)
+    svc = term_service(d)
     model = RerankModel.load(svc.model_path("go"))
     if field in model.arrays:
         column = model.arrays[field].astype(object if isinstance(value, str) else np.int64)
@@ -228,8 +229,6 @@ def test_collection_names_are_checked_before_any_path(tmp_path, client):
     for name in COLLECTION_NAMES:
         with pytest.raises(InvalidRequest):
             EmbeddedEngine(tmp_path, name)
-        with pytest.raises(InvalidRequest):
-            dense.collection_dir(tmp_path, name)
     assert not (tmp_path / "collections").exists()
     r = client.get("/v1/stats", params={"collection": "default\n"})   # `$` let a trailing newline through
     assert r.status_code == 422, r.text

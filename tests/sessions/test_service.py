@@ -12,10 +12,10 @@ import pytest
 from search.core.config import Settings
 from search.core.errors import NotFound, PaperNotFound, PayloadTooLarge
 from search.core.models import Gene
-from search.sessions import SessionCreate, SessionService
+from search.schema.sessions import SessionCreate, TraceEvent
 from search.sessions.keys import LOCAL, Forbidden, Principal
-from search.sessions.models import BudgetExhausted, ReadCharge, TraceEvent
-from search.sessions.service import MAX_SUBMISSION_BYTES
+from search.sessions.models import BudgetExhausted, ReadCharge
+from search.sessions.service import MAX_SUBMISSION_BYTES, SessionService
 from search.sessions.store import SqliteStore
 from search.text.lexicon import Lexicon
 

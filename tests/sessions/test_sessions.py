@@ -12,7 +12,8 @@ from search.api.app import create_app
 from search.core.config import Settings
 from search.core.models import Gene, Paper, Section, Term
 from search.ontology.model import Ontology
-from search.sessions.models import HiddenSpec, Session
+from search.schema.hidden import HiddenSpec
+from search.schema.sessions import Session
 from search.sessions.policy import hidden_ids_for
 from search.text.lexicon import Lexicon
 

@@ -51,7 +51,7 @@ class Servers:
         self.procs: list[subprocess.Popen] = []
         for i in range(N_SERVERS):
             port = _port()
-            log = open(log_dir / f"server{i}.log", "w")
+            log = open(log_dir / f"server{i}.log", "w")  # noqa: SIM115 - a server's output while it runs
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "uvicorn", "search.api.app:create_app", "--factory", "--host", "127.0.0.1",
                  "--port", str(port), "--log-level", "warning"], env={**os.environ, **env}, stdout=log,

@@ -9,8 +9,9 @@ import pytest
 
 from search.core.errors import NotFound
 from search.core.models import Gene
+from search.schema.sessions import Session, Submission, TraceEvent
 from search.sessions.keys import new_key
-from search.sessions.models import BudgetExhausted, Session, SessionClosed, Submission, TraceEvent
+from search.sessions.models import BudgetExhausted, SessionClosed
 from search.sessions.store import Conflict, SqliteStore
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from search.core.models import Gene
+from search.schema.sessions import Session, TraceEvent
 from search.sessions import store as store_mod
-from search.sessions.models import Session, TraceEvent
 from search.sessions.store import SqliteStore
 
 

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from search.core.config import Settings
-from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable, index_missing
+from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable
 from search.core.models import (
     IndexStats,
     Paper,
@@ -45,12 +45,16 @@ from search.core.models import (
     Term,
     TermHit,
 )
-from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery
+from search.core.names import DEFAULT_COLLECTION, index_missing
+from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
+from search.engines.cluster import CAPABILITIES
 from search.engines.cluster import terms as term_index
+from search.engines.cluster.browse import Browse
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.mappings import (
     BUILDS_MAPPING,
+    FIELDED_LAYOUT,
     PASSAGE_MAPPING,
     SIMILARITY,
     analysis_settings,
@@ -62,12 +66,16 @@ from search.engines.cluster.mappings import (
     read_similarity,
     similarity,
     term_mapping,
+    written_layout,
     written_weights,
 )
-from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, highlight, snippet
+from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, snippet
+from search.engines.cluster.query import highlight as unified_highlight
 from search.engines.cluster.transport import POOL_SIZE, RETRYABLE, ClusterRequestError, Transport
 from search.engines.guards import BuildRefused, publish_refusal
+from search.engines.protocol import PublishedBuild
 from search.text.analysis import stem
+from search.text.highlight import Highlighters, paper_highlight, passage_highlight
 from search.text.snippets import Highlighter, paper_snippets
 from search.text.term_search import engine_score, term_hit
 
@@ -113,6 +121,9 @@ class ClusterBuild:
         if found and engine._weights_of(engine._index("papers", found["id"])) != written:
             log.info("not resuming build %s: its papers were written with other field weights", found["id"])
             found = None   # (or before the one-field layout) papers of two scorings would mix
+        if found and engine._layout_of(engine._index("papers", found["id"])) != FIELDED_LAYOUT:
+            log.info("not resuming build %s: its papers index has an older layout", found["id"])
+            found = None   # its mapping cannot take the title and abstract fields
         self.id = found["id"] if found else _version()
         self.state = (found.get("state") or {}) if found else {}
         self._created = found["created"] if found else time.time()
@@ -214,17 +225,19 @@ class ClusterBuild:
 
 
 # ---- the engine ----------------------------------------------------------------------------------------------------
-class ClusterEngine:
-    """The ``Engine`` protocol over an Elasticsearch 8 or OpenSearch cluster."""
+class ClusterEngine(Browse):
+    """The ``Engine`` protocol over an Elasticsearch 8 or OpenSearch cluster (facets, heads, document frequencies:
+    ``Browse``)."""
 
     name = "cluster"
+    capabilities = CAPABILITIES
 
-    def __init__(self, settings: Settings, collection: str = "default", *, chunk_bytes: int = 5_000_000,
+    def __init__(self, settings: Settings, collection: str = DEFAULT_COLLECTION, *, chunk_bytes: int = 5_000_000,
                  max_retries: int = 6, backoff_s: float = 0.5, bulk_concurrency: int | None = None):
         self.t = Transport(settings)
         self.collection = collection
         self.prefix = settings.cluster_index_prefix
-        self.base = self.prefix if collection == "default" else f"{self.prefix}-{collection}"
+        self.base = self.prefix if collection == DEFAULT_COLLECTION else f"{self.prefix}-{collection}"
         self.builds_index = f"{self.prefix}-builds"
         self.shards, self.replicas = settings.cluster_shards, settings.cluster_replicas
         self.keep = settings.cluster_keep_versions
@@ -233,8 +246,9 @@ class ClusterEngine:
         self._bulk_concurrency = bulk_concurrency or settings.cluster_bulk_concurrency
         #: the collection's BM25 parameters: k1/b for the indices of new builds, field weights for their papers
         self.bm25 = settings.bm25(collection)
-        #: (when read, whether the published papers index is one-field, whether it has ``supp``): ``_paper_fields``
-        self._layout: tuple[float, bool, bool] | None = None
+        #: (when read, whether the published papers index is one-field, whether it has ``supp``, whether it has
+        #: title and abstract fields): ``_paper_fields``
+        self._layout: tuple[float, bool, bool, bool] | None = None
 
     # ---- plumbing -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
@@ -301,6 +315,10 @@ class ClusterEngine:
         res = self._request("GET", f"/{index}/_mapping", what=f"reading the mapping of {index}")
         return written_weights(next(iter(res.values()), {}))
 
+    def _layout_of(self, index: str) -> int | None:
+        res = self._request("GET", f"/{index}/_mapping", what=f"reading the mapping of {index}")
+        return written_layout(next(iter(res.values()), {}))
+
     def _paper_fields(self, source: str | None = None) -> dict[str, float]:
         """What paper queries search: ``text`` on a one-field index, else each field (``Bm25Params.per_field``),
         with ``supp`` under the ``source`` filter (``paper_fields``). Read from the published index at most every
@@ -309,8 +327,15 @@ class ClusterEngine:
         if self._layout is None or now - self._layout[0] > LAYOUT_TTL_S:
             res = self._request("GET", f"/{self.alias('papers')}/_mapping", what="reading the papers mapping")
             mapping: dict[str, Any] = next(iter(res.values()), {})
-            self._layout = (now, written_weights(mapping) is not None, has_supplements(mapping))
+            one_field = written_weights(mapping) is not None
+            self._layout = (now, one_field, has_supplements(mapping),
+                            not one_field or (written_layout(mapping) or 0) >= FIELDED_LAYOUT)
         return paper_fields(PAPER_TEXT if self._layout[1] else self.bm25.per_field(), self._layout[2], source)
+
+    def _fielded(self) -> bool:
+        """Whether the published papers index has the title and abstract fields (read with ``_paper_fields``)."""
+        self._paper_fields()
+        return self._layout is not None and self._layout[3]
 
     def _similarity_of(self, index: str) -> tuple[float, float] | None:
         """(k1, b) an existing index was created with."""
@@ -417,29 +442,39 @@ class ClusterEngine:
         return self._request("POST", f"/{self.alias(kind)}/_search", body, what=f"searching {kind}")
 
     def search_papers(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                      snippets: bool = False) -> PaperSearchResults:
+                      snippets: bool = False, highlight: HighlightSpec | None = None) -> PaperSearchResults:
         t0 = time.perf_counter()
         # ties by pmcid, as the export pages them: the order of equal scores must not depend on which bulk request
         # (several run in parallel) reached the shard first
         res = self._search_papers(lambda fields: {
-            "query": compile_query(query, fields, "section_types"), "from": offset, "size": limit,
+            "query": compile_query(query, fields, "section_types", paper_fields=self._fielded(),
+                                   concepts=self._concepts_of("papers")),
+            "from": offset, "size": limit,
             "track_total_hits": True, "sort": [{"_score": "desc"}, {"pmcid": "asc"}],
-            "_source": ["pmcid", "title", "abstract", "year", "journal"]}, source=query.filters.source)
+            "_source": ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi"]}, source=query.filters.source)
         hits = [self._paper_hit(h, query) for h in res["hits"]["hits"]]
-        if snippets:
-            self._add_snippets(hits, query)
+        if snippets or highlight is not None:
+            abstracts = {h["_source"]["pmcid"]: h["_source"].get("abstract", "") for h in res["hits"]["hits"]}
+            self._add_snippets(hits, query, snippets, highlight, abstracts)
+        self._with_mentions("papers", hits, query)
         return PaperSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
                                   took_ms=(time.perf_counter() - t0) * 1000)
 
     def search_passages(self, query: EngineQuery, limit: int = 10, offset: int = 0,
-                        snippets: bool = True) -> PassageSearchResults:
+                        snippets: bool = True, highlight: HighlightSpec | None = None) -> PassageSearchResults:
         t0 = time.perf_counter()
-        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type"), "from": offset, "size": limit,
-                "track_total_hits": True, "sort": [{"_score": "desc"}, {"id": "asc"}]}
+        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages",
+                                       concepts=self._concepts_of("passages")), "from": offset,
+                "size": limit, "track_total_hits": True, "sort": [{"_score": "desc"}, {"id": "asc"}]}
         if snippets:
-            body["highlight"] = highlight(query, PASSAGE_FIELDS)
+            body["highlight"] = unified_highlight(query, PASSAGE_FIELDS)
         res = self._search("passages", body)
         hits = [self._passage_hit(h, query) for h in res["hits"]["hits"]]
+        if highlight is not None:
+            hls = Highlighters(query.clauses)
+            for hit in hits:
+                hit.highlight = passage_highlight(hls, highlight, hit.text, hit.section_type)
+        self._with_mentions("passages", hits, query)
         return PassageSearchResults(total=res["hits"]["total"]["value"], offset=offset, limit=limit, hits=hits,
                                     took_ms=(time.perf_counter() - t0) * 1000)
 
@@ -457,23 +492,33 @@ class ClusterEngine:
             self._layout = None
             return self._request("POST", path, body(self._paper_fields(source)), what="searching papers")
 
-    def _add_snippets(self, hits: list[PaperHit], query: EngineQuery) -> None:
-        """Paper snippets as the embedded engine makes them (``search.text.snippets.paper_snippets``): from the
-        title, the abstract shown and the paper's best passage (one ``_msearch`` for the page)."""
+    def _add_snippets(self, hits: list[PaperHit], query: EngineQuery, snippets: bool = True,
+                      highlight: HighlightSpec | None = None, abstracts: dict[str, str] | None = None) -> None:
+        """Paper snippets and highlights as the embedded engine makes them (``search.text.snippets.paper_snippets``,
+        ``search.text.highlight.paper_highlight``): from the title, the abstract (shown; whole, for highlights) and
+        the paper's best passage (one ``_msearch`` for the page)."""
         if not hits:
             return
         ndjson = ""
         for h in hits:
-            scoped = query.model_copy(update={"filters": query.filters.model_copy(update={"pmcids": [h.pmcid]})})
-            ndjson += "{}\n" + json.dumps({"query": compile_query(scoped, PASSAGE_FIELDS, "section_type"), "size": 1,
+            # the positive clauses OR-ed (a tree's AND need not hold within one passage)
+            scoped = query.model_copy(update={"tree": None,
+                                              "filters": query.filters.model_copy(update={"pmcids": [h.pmcid]})})
+            ndjson += "{}\n" + json.dumps({"query": compile_query(scoped, PASSAGE_FIELDS, "section_type",
+                                                                   kind="passages"), "size": 1,
                                             "sort": [{"_score": "desc"}, {"id": "asc"}]}) + "\n"
         answers = self._request("POST", f"/{self.alias('passages')}/_msearch", ndjson, what="best passages",
                                 ndjson=True)
         hl = Highlighter(query.clauses, stem)
+        hls = Highlighters(query.clauses)
         for h, res in zip(hits, answers["responses"], strict=True):
             found = res.get("hits", {}).get("hits", []) if "error" not in res else []
             best = Passage(**found[0]["_source"]) if found else None
-            h.snippets = paper_snippets(hl, h.title, h.abstract, best)
+            if snippets:
+                h.snippets = paper_snippets(hl, h.title, h.abstract, best)
+            if highlight is not None:
+                h.highlight, h.best_passage = paper_highlight(hls, highlight, h.title,
+                                                              (abstracts or {}).get(h.pmcid, h.abstract), best)
             if best is not None and best.supplement is not None:
                 h.supplement = SupplementPlace.model_validate(best.supplement.model_dump(exclude={"numbers", "items"}))
 
@@ -486,7 +531,7 @@ class ClusterEngine:
         s = h["_source"]
         return PaperHit(pmcid=s["pmcid"], title=s.get("title", ""), abstract=s.get("abstract", "")[:500],
                         year=s.get("year"), journal=s.get("journal"), score=h["_score"] or 0.0,
-                        matched=self._matched(h, query))
+                        matched=self._matched(h, query), pmid=s.get("pmid"), doi=s.get("doi"))
 
     def _passage_hit(self, h: dict[str, Any], query: EngineQuery) -> PassageHit:
         p = Passage(**h["_source"])
@@ -497,31 +542,41 @@ class ClusterEngine:
                           score=h["_score"] or 0.0, year=p.year, snippet=snippet("text", h.get("highlight", {})),
                           matched=self._matched(h, query), source=p.source, supplement=where)
 
-    def export_papers(self, query: EngineQuery, batch_size: int = EXPORT_BATCH) -> Iterator[PaperHit]:
-        """Every matching paper, best first, past the 10,000-hit window (``search_after``, no snippets)."""
+    def export_papers(self, query: EngineQuery, limit: int | None = None,
+                      batch_size: int = EXPORT_BATCH) -> Iterator[PaperHit]:
+        """Every matching paper (the first ``limit``), best first, past the 10,000-hit window (``search_after``, no
+        snippets)."""
         self._layout = None   # read the layout now: an export pages one index for a long time
-        body = {"query": compile_query(query, self._paper_fields(query.filters.source), "section_types"),
-                "_source": ["pmcid", "title", "abstract", "year", "journal"]}
-        for h in self._export("papers", body, "pmcid", batch_size):
+        body = {"query": compile_query(query, self._paper_fields(query.filters.source), "section_types",
+                                       paper_fields=self._fielded(), concepts=self._concepts_of("papers")),
+                "_source": ["pmcid", "title", "abstract", "year", "journal", "pmid", "doi"]}
+        for h in self._export("papers", body, "pmcid", batch_size, limit):
             yield self._paper_hit(h, query)
 
-    def export_passages(self, query: EngineQuery, batch_size: int = EXPORT_BATCH) -> Iterator[PassageHit]:
-        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type")}
-        for h in self._export("passages", body, "id", batch_size):
+    def export_passages(self, query: EngineQuery, limit: int | None = None,
+                        batch_size: int = EXPORT_BATCH) -> Iterator[PassageHit]:
+        body = {"query": compile_query(query, PASSAGE_FIELDS, "section_type", kind="passages",
+                                       concepts=self._concepts_of("passages"))}
+        for h in self._export("passages", body, "id", batch_size, limit):
             yield self._passage_hit(h, query)
 
-    def _export(self, kind: str, body: dict[str, Any], key: str, batch_size: int) -> Iterator[dict[str, Any]]:
+    def _export(self, kind: str, body: dict[str, Any], key: str, batch_size: int,
+                limit: int | None = None) -> Iterator[dict[str, Any]]:
         """Pages with ``search_after`` over the concrete index behind the alias: a published version never changes,
         so the pages are consistent without a point-in-time (whose API differs between the flavours)."""
         index = self._live_index(kind)
         after = None
-        while True:
-            page = {**body, "size": batch_size, "sort": [{"_score": "desc"}, {key: "asc"}], "track_total_hits": False}
+        left = limit
+        while left is None or left > 0:
+            size = batch_size if left is None else min(batch_size, left)
+            page = {**body, "size": size, "sort": [{"_score": "desc"}, {key: "asc"}], "track_total_hits": False}
             if after:
                 page["search_after"] = after
             hits = self._request("POST", f"/{index}/_search", page, what=f"exporting {kind}")["hits"]["hits"]
             yield from hits
-            if len(hits) < batch_size:
+            if left is not None:
+                left -= len(hits)
+            if len(hits) < size:
                 return
             after = hits[-1]["sort"]
 
@@ -537,6 +592,15 @@ class ClusterEngine:
 
     def has_index(self) -> bool:
         return bool(self._alias_targets(self.alias("papers")))
+
+    def published_files(self) -> PublishedBuild:
+        raise NotImplementedError("a cluster build is a set of indices, not a folder (capabilities.local_builds)")
+
+    def outdated(self) -> str | None:
+        return None   # every build is written with the mappings of this version
+
+    def scan_papers(self) -> Iterator[Paper]:
+        raise NotImplementedError("no cluster build needs rewriting (outdated() is always None)")
 
     def get_paper(self, pmcid: str) -> Paper | None:
         try:

@@ -76,6 +76,9 @@ _STORED_INT = {"type": "integer", "index": False, "doc_values": False}
 
 #: the papers layout whose indices hold the one ``text`` field (``_meta.layout``); older ones are searched per field
 ONE_FIELD_LAYOUT = 5
+#: the papers layout that also indexes title and abstract on their own (``title:``/``abstract:`` of the query
+#: language; scored only when a query names them)
+FIELDED_LAYOUT = 6
 
 
 def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
@@ -84,16 +87,25 @@ def paper_mapping(repeats: dict[str, int]) -> dict[str, Any]:
     text, supp = _text_field(), _text_field()
     for spec in (text, text["fields"]["s"], supp, supp["fields"]["s"]):
         spec["index_options"] = "positions"   # searched, never highlighted: no offsets
+    fielded = {**_text_field(), "copy_to": "text"}   # title:, abstract: (layout 6), and copied into ``text``
+    for spec in (fielded, fielded["fields"]["s"]):
+        spec["index_options"] = "positions"
     return {"dynamic": "strict",
-            "_meta": {"layout": ONE_FIELD_LAYOUT, "field_weights": dict(repeats), "supplements": True},
+            "_meta": {"layout": FIELDED_LAYOUT, "field_weights": dict(repeats), "supplements": True},
             "properties": {
                 "pmcid": _KEYWORD, "pmid": _KEYWORD, "doi": _KEYWORD, "year": _INT, "journal": _KEYWORD,
-                "title": copied, "abstract": copied, "body": copied, "text": text, "section_types": _KEYWORD,
+                "title": fielded, "abstract": fielded, "body": copied, "text": text, "section_types": _KEYWORD,
                 # section structure without the text: paragraph lengths cut ``body`` back into paragraphs
                 "sections": {"type": "object", "enabled": False},
                 # the supplement passages' text (one value each: no phrase spans two) and the files' registry
                 "supp": supp, "supplements": {"type": "object", "enabled": False},
             }}
+
+
+def written_layout(mapping: dict[str, Any]) -> int | None:
+    """The layout a papers index was written in (``_meta.layout``), None before layouts were recorded."""
+    layout = (mapping.get("mappings", {}).get("_meta") or {}).get("layout")
+    return layout if isinstance(layout, int) else None
 
 
 def has_supplements(mapping: dict[str, Any]) -> bool:

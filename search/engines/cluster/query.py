@@ -1,13 +1,20 @@
 """The engine-neutral ``EngineQuery`` as query DSL, and passage highlights back as ``Snippet``s (mirrors the embedded
-engine's ``_compile``, so both engines match the same documents; paper snippets come from ``search.text.snippets``)."""
+engine's ``compile`` module, so both engines match the same documents; paper snippets come from
+``search.text.snippets``).
+
+A query with a ``tree`` (the query language) becomes nested ``bool`` queries: ``should`` bundled into one ``must``
+when a group has no ``must`` (``minimum_should_match`` 1 would do the same, but a ``filter`` beside it makes the
+cluster's default 0), ``filter`` and ``FilterNode`` as non-scoring filters, a clause with a ``field`` on that paper
+field (``title``/``abstract``, indexed from papers layout 6) or, in passages, within an abstract passage."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from search.core.models import Snippet
-from search.core.query import Clause, EngineQuery
+from search.core.errors import FlysiftError
+from search.core.models import ABSTRACT, Snippet
+from search.core.query import BoolNode, Clause, ConceptNode, EngineQuery, FilterNode, Filters, QueryNode, concept_score
 from search.text import analysis
 
 PASSAGE_FIELDS = {"text": 1.0}
@@ -23,13 +30,23 @@ def _has_tokens(clause: Clause) -> bool:
     return any(len(t.encode()) < analysis.MAX_TOKEN_CHARS for _, _, t in spans)
 
 
-def compile_query(query: EngineQuery, fields: dict[str, float], section_field: str) -> dict[str, Any]:
+def compile_query(query: EngineQuery, fields: dict[str, float], section_field: str, *, kind: str = "papers",
+                  paper_fields: bool = True, concepts: Callable[[list[str]], dict[str, int]] | None = None
+                  ) -> dict[str, Any]:
     """The engine-neutral query as query DSL: optional clauses OR-ed (at least one must match when present),
-    required clauses must match, filters do not score. Mirrors ``EmbeddedEngine._compile``."""
-    shoulds: list[dict[str, Any]] = []
-    musts: list[dict[str, Any]] = []
+    required clauses must match, filters do not score; or the ``tree``. Mirrors the embedded engine's ``Compiler``.
+    ``paper_fields``: the papers index has the separate title and abstract fields (layout 6)."""
     if not fields:   # a source no field of this index holds
         return {"match_none": {}}
+    if query.tree is not None:
+        ctx = _Ctx(fields, section_field, kind, paper_fields, concepts)
+        root = ctx.node(query.tree)
+        if root is None:
+            root = {"match_all": {}} if not (query.tree.must or query.tree.should or query.tree.must_not) \
+                else {"match_none": {}}
+        return _with_filters(root, query.filters, section_field)
+    shoulds: list[dict[str, Any]] = []
+    musts: list[dict[str, Any]] = []
     for clause in query.clauses:
         if _has_tokens(clause):
             (musts if clause.required else shoulds).append(_clause(clause, fields))
@@ -37,7 +54,12 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         musts.append(shoulds[0] if len(shoulds) == 1 else {"bool": {"should": shoulds}})
     if not musts:
         return {"match_none": {}}
-    f = query.filters
+    out = _with_filters(musts[0], query.filters, section_field)
+    out["bool"]["must"] = musts
+    return out
+
+
+def _filters(f: Filters, section_field: str) -> list[dict[str, Any]]:
     filters: list[dict[str, Any]] = []
     if f.year_from is not None or f.year_to is not None:
         bounds = {k: v for k, v in (("gte", f.year_from), ("lte", f.year_to)) if v is not None}
@@ -46,7 +68,13 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         filters.append({"terms": {section_field: f.section_types}})
     if f.pmcids:
         filters.append({"terms": {"pmcid": f.pmcids}})
-    out: dict[str, Any] = {"bool": {"must": musts, "filter": filters}}
+    return filters
+
+
+def _with_filters(root: dict[str, Any], f: Filters, section_field: str) -> dict[str, Any]:
+    """``root`` restricted by the filters (``source``: passages marked or not as a supplement's)."""
+    filters = _filters(f, section_field)
+    out: dict[str, Any] = {"bool": {"must": [root], "filter": filters}}
     if f.source and section_field == "section_type":   # passages: supplement ones carry ``source``
         marked = {"term": {"source": "supplement"}}
         if f.source == "supplement":
@@ -54,6 +82,79 @@ def compile_query(query: EngineQuery, fields: dict[str, float], section_field: s
         else:
             out["bool"]["must_not"] = [marked]
     return out
+
+
+#: keys one ``terms`` query of a ``term:`` leaf holds (the cluster's default limit is 65,536)
+TERMS_CHUNK = 10_000
+
+
+class _Ctx:
+    def __init__(self, fields: dict[str, float], section_field: str, kind: str, paper_fields: bool,
+                 concepts: Callable[[list[str]], dict[str, int]] | None = None):
+        self.fields, self.section_field, self.kind, self.paper_fields = fields, section_field, kind, paper_fields
+        self.concepts = concepts
+
+    def node(self, node: QueryNode) -> dict[str, Any] | None:
+        if isinstance(node, Clause):
+            return self.clause(node)
+        if isinstance(node, FilterNode):
+            return {"bool": {"filter": [self.filter(node)]}}
+        if isinstance(node, ConceptNode):
+            return self.concept(node)
+        return self.bool(node)
+
+    def concept(self, node: ConceptNode) -> dict[str, Any]:
+        """The documents mentioning the terms (or a descendant), each scored by its mentions (``concept_score``),
+        as the embedded engine scores them: one constant score per mention count."""
+        if self.concepts is None:
+            raise FlysiftError("term: needs the collection's concept index", code="concepts_missing", status=409)
+        counts = self.concepts(node.ids)
+        if not counts:
+            return {"match_none": {}}
+        key = "pmcid" if self.kind == "papers" else "id"
+        by_count: dict[int, list[str]] = {}
+        for k, n in counts.items():
+            by_count.setdefault(n, []).append(k)
+        parts = [{"constant_score": {"filter": {"terms": {key: keys[i:i + TERMS_CHUNK]}}, "boost": concept_score(n)}}
+                 for n, keys in sorted(by_count.items()) for i in range(0, len(keys), TERMS_CHUNK)]
+        return parts[0] if len(parts) == 1 else {"bool": {"should": parts}}
+
+    def bool(self, node: BoolNode) -> dict[str, Any] | None:
+        musts = [q for q in (self.node(n) for n in node.must) if q is not None]
+        shoulds = [q for q in (self.node(n) for n in node.should) if q is not None]
+        nots = [q for q in (self.node(n) for n in node.must_not) if q is not None]
+        filters = [self.filter(n) if isinstance(n, FilterNode) else (self.node(n) or {"match_none": {}})
+                   for n in node.filter]
+        if shoulds and not musts:
+            musts.append(shoulds[0] if len(shoulds) == 1 else {"bool": {"should": shoulds}})
+            shoulds = []
+        if not musts and not filters:
+            return None
+        out: dict[str, Any] = {"must": musts}
+        for key, value in (("should", shoulds), ("must_not", nots), ("filter", filters)):
+            if value:
+                out[key] = value
+        return {"bool": out}
+
+    def filter(self, node: FilterNode) -> dict[str, Any]:
+        if node.field == "year":
+            bounds = {k: v for k, v in (("gte", node.year_from), ("lte", node.year_to)) if v is not None}
+            return {"range": {"year": bounds}}
+        return {"terms": {self.section_field if node.field == "section" else "pmcid": node.values}}
+
+    def clause(self, clause: Clause) -> dict[str, Any] | None:
+        if not _has_tokens(clause):
+            return None
+        if clause.field and self.kind == "papers":
+            if not self.paper_fields:
+                raise FlysiftError(f"This collection's index predates {clause.field}: search (its papers have no "
+                                   f"separate {clause.field} field); rebuild it (flysift index corpus …) to search "
+                                   "one field.", code="rebuild_needed", status=409, details={"field": clause.field})
+            return _clause(clause, {clause.field: 1.0})
+        q = _clause(clause, self.fields)
+        if clause.field == "abstract" and self.kind == "passages":
+            return {"bool": {"must": [q], "filter": [{"term": {self.section_field: ABSTRACT}}]}}
+        return q
 
 
 def _clause(clause: Clause, fields: dict[str, float]) -> dict[str, Any]:

@@ -44,12 +44,15 @@ class Prepared(NamedTuple):
 
 
 class PaperHead(BaseModel):
-    """What a paper hit shows, stored in the paper index."""
+    """What a paper hit shows, stored in the paper index: the whole abstract from layout 7 (hits show 500
+    characters; highlighting reads all of it) with the pmid and doi (exports), its first 500 characters before."""
 
     title: str
     abstract: str
     year: int | None = None
     journal: str | None = None
+    pmid: str | None = None
+    doi: str | None = None
 
 
 def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
@@ -80,7 +83,8 @@ def _prepare(paper: Paper, passages: list[Passage]) -> Prepared:
         place = (p.section_index, p.paragraph_index, p.start)
         out.append(PreparedPassage(p.id, p.section_type, p.year, word_text(p.text), symbol_text(p.text),
                                    p.model_dump_json(exclude={"text", "source"}, exclude_none=True).encode()))
-    head = PaperHead(title=paper.title, abstract=paper.abstract[:500], year=paper.year, journal=paper.journal)
+    head = PaperHead(title=paper.title, abstract=paper.abstract, year=paper.year, journal=paper.journal,
+                     pmid=paper.pmid, doi=paper.doi)
     return Prepared(paper.pmcid, paper.year, tuple(paper.section_types()),
                     head.model_dump_json(exclude_none=True).encode(),
                     paper_store.encode(paper),

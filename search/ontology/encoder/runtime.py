@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from search.core.extras import ExtraMissing, require
+from search.engines.dense import DenseUnavailable
 from search.ontology.encoder import artefact
 from search.ontology.encoder.labels import LabelTable
 from search.ontology.model import Ontology
-from search.retrieval.dense import DenseUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from search.ontology.encoder import artefact
 from search.ontology.encoder.labels import DEV_FRACTION, SPLITS, TEST_FRACTION, LabelTable, split
 from search.ontology.encoder.pairs import Corpus, Plan, PlanConfig, anchors, mine, plan
 from search.ontology.encoder.runtime import QueryEncoder, build_hnsw
+
+if TYPE_CHECKING:
+    from search.ontology.service import TermService
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -61,7 +64,7 @@ class TrainingUnavailable(FlysiftError):
 
 
 class Reporter(Protocol):
-    """What training tells a person (search.cli.progress.Progress fits)."""
+    """What training tells a person (search.core.progress.Progress fits)."""
 
     def stage(self, name: str, *, always: bool = False, **info: Any) -> None: ...
 
@@ -257,22 +260,19 @@ class Data:
         return {t.ontology: t.digest for t in self.tables}
 
 
-def load_data(data_dir: Path, cfg: TrainConfig) -> Data:
-    """The label tables of the ontologies indexed in ``data_dir`` (all, or ``cfg.ontologies``) and their split."""
-    from search.ontology.service import TermService
-
-    svc = TermService(data_dir)
-    names = list(cfg.ontologies) or svc.names()
+def load_data(terms: TermService, cfg: TrainConfig) -> Data:
+    """The label tables of the ontologies ``terms`` serves (all, or ``cfg.ontologies``) and their split."""
+    names = list(cfg.ontologies) or terms.names()
     if not names:
-        raise IndexMissing(f"no ontology is indexed in {data_dir}: run `flysift index ontology FILE --name go` "
+        raise IndexMissing(f"no ontology is indexed in {terms.data_dir}: run `flysift index ontology FILE --name go` "
                            "first (the encoder trains on the indexed ontologies' names and synonyms)")
-    tables = [LabelTable.of(svc.ontology(n), hierarchy=True) for n in names]
+    tables = [LabelTable.of(terms.ontology(n), hierarchy=True) for n in names]
     splits = [split(t, cfg.split_seed, cfg.test_fraction, cfg.dev_fraction) for t in tables]
     return Data(tables, splits, Corpus(tables, splits))
 
 
 def _base_model() -> tuple[str, str]:
-    from search.retrieval.dense import _model_key, model_name
+    from search.engines.dense import _model_key, model_name
 
     name = model_name()
     return name, _model_key(name)
@@ -471,11 +471,12 @@ def _epoch_plan(data: Data, cfg: TrainConfig, epoch: int, bank: np.ndarray | Non
     return plan(data.corpus, cfg.plan_config(), cfg.seed, epoch, mined)
 
 
-def train(data_dir: Path | str, cfg: TrainConfig | None = None, run: Run | None = None,
+def train(terms: TermService, cfg: TrainConfig | None = None, run: Run | None = None,
           report: Reporter | None = None) -> dict[str, Any]:
-    """Train, export and publish a new version of the data dir's term encoder; returns its manifest. A run
-    stopped by ``run.stop_after_steps`` returns ``{"stopped": True, ...}`` with its checkpoint written."""
-    data_dir = Path(data_dir)
+    """Train on the ontologies ``terms`` serves, export and publish a new version of its data dir's term encoder;
+    returns its manifest. A run stopped by ``run.stop_after_steps`` returns ``{"stopped": True, ...}`` with its
+    checkpoint written."""
+    data_dir = terms.data_dir
     cfg, run, report = cfg or TrainConfig(), run or Run(), report or _Silent()
     cfg.check()
     # OpenMP's idle threads spin by default: on a shared machine that tripled the CPU time of a step (measured)
@@ -489,7 +490,7 @@ def train(data_dir: Path | str, cfg: TrainConfig | None = None, run: Run | None 
     t0, c0 = time.perf_counter(), time.process_time()
 
     report.stage("reading the indexed ontologies' labels")
-    data = load_data(data_dir, cfg)
+    data = load_data(terms, cfg)
     lock = _lock(data_dir)
     try:
         return _train(data_dir, cfg, run, report, data, device, precision, t0, c0)
@@ -610,7 +611,7 @@ def _train(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: D
 def _write_version(data_dir: Path, data: Data, cfg: TrainConfig, model: Any, dim: int, report: Reporter,
                    training: dict[str, Any], base: str, base_key: str) -> dict[str, Any]:
     """Save, export, embed every label, score the held-out terms, write the manifest and publish."""
-    from search.retrieval.dense import _export_onnx
+    from search.engines.dense import _export_onnx
 
     folder = artefact.staging(data_dir)
     try:

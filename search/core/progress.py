@@ -4,6 +4,9 @@ On a terminal: a tqdm bar for counted work and a line per stage. Piped (a log fi
 the commands' own result lines. With ``--json``: one JSON object per line (``{"event": "stage", "stage": …}``,
 ``{"event": "progress", "done": …, "total": …, "unit": …}``, at most one progress line per interval and always the
 last). The bar is created at the first count, so a run never starts with an empty ``0 records [00:00, ?]`` line.
+
+It lives in ``search.core`` because every command line shares it: the indexer's, the evaluator's (a client, which
+may import the core but not the service's CLI) and the service's.
 """
 
 from __future__ import annotations

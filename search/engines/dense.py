@@ -1,7 +1,8 @@
 """The optional dense passage index: sentence-transformers embeddings in a FAISS inner-product index.
 
-It lives beside the published build of a collection of the embedded engine, so a rebuild of the corpus never serves
-vectors of another build::
+It lives beside the lexical engines and beside the published build of a collection, in the folder the engine gives
+(``Engine.published_files``: an engine whose ``capabilities.local_builds``), so a rebuild of the corpus never serves
+vectors of another build; the passages come through ``Engine.scan_passages``. With the embedded engine::
 
     <data_dir>/collections/<c>/builds/<build_id>/dense/
         index.faiss    normalised embeddings (inner product = cosine): IndexFlatIP, or HNSW above FLAT_MAX passages
@@ -34,10 +35,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from search.core.errors import FlysiftError, IndexMissing, LimitExceeded, index_missing
-from search.core.names import check_collection
+from search.core.errors import FlysiftError, IndexMissing, LimitExceeded
 from search.core.query import Filters
-from search.engines import Engine, open_local
+from search.engines.protocol import Engine, PublishedBuild
 
 MODEL_ENV = "FLYSIFT_DENSE_MODEL"
 DEVICE_ENV = "FLYSIFT_DENSE_DEVICE"
@@ -331,23 +331,19 @@ def default_batch_size(device: str) -> int:
 
 # ---- the published build ---------------------------------------------------------------------------------------
 
-def collection_dir(data_dir: Path | str, collection: str) -> Path:
-    return Path(data_dir) / "collections" / check_collection(collection)   # a name, never a path
+def check_engine(engine: Engine) -> Engine:
+    """``engine`` if the dense index can live beside its builds, else ``DenseUnavailable``."""
+    if not engine.capabilities.local_builds:
+        raise DenseUnavailable(f"Dense and hybrid search need an engine whose builds are folders of the data directory "
+                               f"(the embedded engine): the dense index lives beside them; this one is {engine.name}.",
+                               details={"engine": engine.name})
+    return engine
 
 
-def published_build(data_dir: Path | str, collection: str) -> tuple[str, Path]:
-    """``(build_id, build_dir)`` of the collection's published build."""
-    cdir = collection_dir(data_dir, collection)
-    try:
-        build = json.loads((cdir / "CURRENT").read_text())["build"]
-    except FileNotFoundError:
-        raise index_missing(collection, f"Collection {collection!r} has no index yet in {data_dir}: run `flysift "
-                            "index corpus …` first; the dense index is built from the published passages.") from None
-    return build, cdir / "builds" / build
-
-
-def passage_count(data_dir: Path | str, collection: str, engine: Engine | None = None) -> int:
-    return (engine or open_local(data_dir, collection=collection)).stats().passages
+def published_build(engine: Engine) -> PublishedBuild:
+    """The folder of the engine's published build, where the dense index lives; ``DenseUnavailable`` for an engine
+    whose builds are not folders here, ``IndexMissing`` before the first publish."""
+    return check_engine(engine).published_files()
 
 
 def _passages(engine: Engine) -> Iterator[tuple[list[Any], str]]:
@@ -377,15 +373,15 @@ def _faiss_index(vectors: Any) -> tuple[Any, str]:
     return index, kind
 
 
-def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size: int | None = None,
+def build_dense(engine: Engine, data_dir: Path | str, *, batch_size: int | None = None,
                 progress: Callable[[int, int], None] | None = None, model: str | None = None, resume: bool = True,
-                max_passages: int | None = None, engine: Engine | None = None, device: str | None = None,
-                backend: str | None = None, announce: Callable[[dict[str, Any]], None] | None = None
-                ) -> dict[str, Any]:
+                max_passages: int | None = None, device: str | None = None, backend: str | None = None,
+                announce: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Embed every passage of the collection's published build and write ``dense/`` beside it; returns meta.json.
 
-    The passages come through the engine protocol (``Engine.scan_passages``) of ``engine``, by default the embedded
-    engine of ``data_dir``, whose builds the dense index lives beside. ``device`` and ``backend`` choose the encoder
+    The passages come through the engine protocol (``Engine.scan_passages``) of ``engine``, the collection's engine,
+    whose published build the dense index lives beside; ``data_dir`` keeps the encoder's ONNX exports
+    (``MODELS_DIR``). ``device`` and ``backend`` choose the encoder
     (:func:`resolve_encoder`); ``announce(info)`` is told which one runs (backend, device, dtype, batch size) before
     the first batch, and meta.json records it.
 
@@ -399,15 +395,15 @@ def build_dense(data_dir: Path | str, collection: str = "default", *, batch_size
     if batch_size is not None and batch_size < 1:
         raise LimitExceeded(f"batch_size must be positive (got {batch_size}).", details={"field": "batch_size"})
     kind_backend, kind_device, dtype = resolve_encoder(device, backend)
-    engine = engine or open_local(data_dir, collection=collection)
-    build, build_dir = published_build(data_dir, collection)
-    total = passage_count(data_dir, collection, engine)
+    collection = engine.collection
+    build, build_dir = published_build(engine)
+    total = engine.stats().passages
     if max_passages is not None and total > max_passages:
         raise LimitExceeded(f"Collection {collection!r} has {total} passages; building its dense index here is "
                             f"limited to {max_passages}: run `flysift index dense --collection {collection}` instead.",
                             details={"passages": total, "max": max_passages})
     name = model or model_name()
-    lock = open(build_dir / "dense.lock", "w")
+    lock = open(build_dir / "dense.lock", "w")  # noqa: SIM115 - held for the build, closed in the finally
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -545,18 +541,20 @@ class _Loaded:
 
 
 class DenseIndex:
-    """Dense search over one collection: loaded on first use, reloaded when the published build or its dense
-    index changes (checked by a stat on each call, like the embedded engine's ``CURRENT``)."""
+    """Dense search over the collection of ``engine``: loaded on first use, reloaded when the published build or its
+    dense index changes (checked by a stat on each call, like the embedded engine's ``CURRENT``). ``data_dir`` keeps
+    the encoder's ONNX exports. An engine whose builds are not local folders is ``DenseUnavailable`` at once."""
 
-    def __init__(self, data_dir: Path | str, collection: str = "default"):
+    def __init__(self, engine: Engine, data_dir: Path | str):
+        self.engine = check_engine(engine)
         self.data_dir = Path(data_dir)
-        self.collection = collection
+        self.collection = engine.collection
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> _Loaded:
         _require_extra()
-        build, build_dir = published_build(self.data_dir, self.collection)
+        build, build_dir = published_build(self.engine)
         path = build_dir / DENSE_DIR
         try:
             st = (path / "meta.json").stat()
