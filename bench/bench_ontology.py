@@ -347,7 +347,7 @@ def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], abla
     return rows
 
 
-def http_latency(data_dir: Path, queries: list[str]) -> dict:
+def http_latency(data_dir: Path, queries: list[str], port: int | None = None) -> dict:
     """The same GO queries over HTTP: ``flysift serve`` (one worker) on loopback, one keep-alive client, after a
     warm-up pass; wall time per request at the client and the server's CPU per request."""
     import httpx
@@ -355,7 +355,7 @@ def http_latency(data_dir: Path, queries: list[str]) -> dict:
 
     from bench.common import flysift_command, free_port, percentile, served, tree_cpu
 
-    port = free_port()
+    port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     with served([*flysift_command(), "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", "1"],
                 f"{base}/v1/health") as server, httpx.Client(base_url=base, timeout=30.0) as client:
@@ -378,7 +378,7 @@ def http_latency(data_dir: Path, queries: list[str]) -> dict:
 
 
 def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: int, n: int = 500,
-            modes: tuple[str | None, ...] = (None,)) -> dict:
+            modes: tuple[str | None, ...] = (None,), port: int | None = None) -> dict:
     """Term search time per query, in-process on the full index (the service warm: ontology and model loaded), over a
     seeded sample of synonyms typed as queries; wall and CPU (the machine is shared: CPU time is the steadier
     figure), per mode (None: the default, hybrid when a term encoder is present). Then ``flysift terms`` as a fresh
@@ -408,7 +408,7 @@ def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: i
     if any(m == "hybrid" for m in modes) and "go" in svc.names():
         out["encoder"] = encoder_latency(svc, onts["go"], seed, n)
     if "go" in svc.names():
-        out["http"] = http_latency(data_dir, [q for q, _ in random.Random(seed).sample(eligible(onts["go"]), n)])
+        out["http"] = http_latency(data_dir, [q for q, _ in random.Random(seed).sample(eligible(onts["go"]), n)], port)
     flysift = Path(sys.executable).with_name("flysift")
     if flysift.exists() and "go" in svc.names():
         runs = []
@@ -680,6 +680,8 @@ def main() -> None:
     ap.add_argument("--dev", action="store_true", help="With --encoder: the encoder's dev terms (for tuning)")
     ap.add_argument("--weights", type=lambda s: [float(w) for w in s.split(",")],
                     help="With --encoder: score hybrid at each of these fusion weights (tune on --dev only)")
+    ap.add_argument("--port", type=int, help="Loopback port of the served API for the HTTP latency "
+                                             "[default: a free one]")
     args = ap.parse_args()
     if args.weights and args.encoder and not args.dev:
         ap.error("--weights is for tuning: use it with --dev (the test terms only measure)")
@@ -705,7 +707,7 @@ def main() -> None:
             full = full_service(onts, tmp / "full")
             modes = (None,)
         rows += measuring_sets(full, args.data, onts, args.ablations, modes)
-        rows.append({"latency": latency(full, onts, tmp / "full", args.seed, modes=modes)})
+        rows.append({"latency": latency(full, onts, tmp / "full", args.seed, modes=modes, port=args.port)})
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
 
