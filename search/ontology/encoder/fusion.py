@@ -7,8 +7,9 @@ similarity, exact-label bonus, definition and engine terms; docs/ontologies.md),
 nearest label to the query. A term only the encoder found takes the lowest lexical score of a full lexical list (0
 when the lexical side found fewer terms than it was asked for: it has nothing more to say). Every lexical hit whose
 name or matched synonym *is* the query (the word-view tokens equal, as the exact-label bonus reads it) stays ahead
-of the rest, in lexical order: an exact name or synonym keeps rank 1. The weight was chosen on the dev terms of the
-built-in split (bench/bench_ontology.py --dev), never on the test terms or on curated text.
+of the rest, in lexical order: an exact name or synonym keeps rank 1. The weight is 1.0, not tuned yet; it may only
+be tuned on the dev terms of the built-in split (bench/bench_ontology.py --dev --weights), never on the test terms
+or on curated text.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from search.ontology.model import Ontology
 
 log = logging.getLogger(__name__)
 
-#: HNSW search depth (candidates kept while walking the graph): recall of the top 50 labels against the exact
-#: product is measured in docs/ontologies.md
+#: HNSW search depth (candidates kept while walking the graph): how many of the exact product's top 5 terms the
+#: graph finds is measured by bench/bench_ontology.py --encoder (docs/ontologies.md)
 HNSW_EF_SEARCH = 128
 HNSW_M = 32
 #: texts per ONNX call when embedding labels in bulk
