@@ -6,6 +6,16 @@ and term search latency on the full ontologies (wall and CPU, in-process, and th
     .venv/bin/python bench/bench_ontology.py [--data ../shared/data] [--go-sample 2000] [--seed 13] [--json out.json]
         [--quality-only] [--readings strict,loo] [--ontologies go,fbbt] [--dev-seed 7] [--sets-only] [--ablations]
 
+With ``--encoder DATA_DIR`` (a data dir where `flysift train term-encoder` wrote a term encoder for these same
+ontology files), the hold-outs score the encoder's own held-out terms instead (the test terms of its split, or
+``--dev`` its dev terms: only those may be looked at for tuning; at most 3 synonyms per term, GO a seeded sample of
+``--go-sample`` of them, FBbt all), each reading for lexical (``mode=bm25``),
+the encoder alone (``mode=dense``) and fused (``mode=hybrid``), with GO's molecular functions apart; the
+measuring sets and latency are then measured with and without it. ``--weights`` scores hybrid at several fusion
+weights (dev only).
+
+    .venv/bin/python bench/bench_ontology.py --encoder /tmp/data --quality-only [--dev --weights 0.5,1,2]
+
 Quality (synonym hold-out): the synonym is the query and its term the answer. Two readings: ``strict``, every
 sampled synonym's term loses *all* its synonyms in one fresh index; ``loo`` (leave-one-out), only the queried
 synonym is removed (indexes rebuilt in batches, the k-th sampled synonym of each term in batch k). GO: a seeded
@@ -20,13 +30,17 @@ import csv
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -135,17 +149,22 @@ def draw(cands: list[tuple[str, str]], sample: int | None, seed: int, avoid: fro
     return random.Random(seed).sample(pool, sample) if sample and sample < len(pool) else pool
 
 
-def holdout_service(ont: Ontology, drop: dict[str, set[str] | None], path: Path) -> TermService:
-    """A service over a fresh index of ``ont`` in which term ``tid`` loses the synonyms whose normalised text is in
-    ``drop[tid]`` (all of its synonyms when that is None)."""
+def cut_ontology(ont: Ontology, drop: dict[str, set[str] | None]) -> Ontology:
+    """``ont`` in which term ``tid`` loses the synonyms whose normalised text is in ``drop[tid]`` (all of its
+    synonyms when that is None)."""
     def cut(t):
         if t.id not in drop:
             return t
         keys = drop[t.id]
         return t.model_copy(update={"synonyms": [] if keys is None else
                                     [s for s in t.synonyms if normalise(s.text) not in keys]})
+    return Ontology.from_terms(ont.name, [cut(t) for t in ont.terms()], data_version=ont.data_version)
+
+
+def holdout_service(ont: Ontology, drop: dict[str, set[str] | None], path: Path) -> TermService:
+    """A service over a fresh index of ``ont`` cut by ``drop`` (:func:`cut_ontology`)."""
     svc = folder_terms(path)
-    svc.index_ontology(Ontology.from_terms(ont.name, [cut(t) for t in ont.terms()]), TermIndex(path).write)
+    svc.index_ontology(cut_ontology(ont, drop), TermIndex(path).write)
     return svc
 
 
@@ -209,11 +228,16 @@ def quality(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> l
     return rows
 
 
-def full_service(onts: dict[str, Ontology], path: Path) -> TermService:
-    """A service over fresh full indexes of the ontologies (as ``flysift index ontology`` writes them)."""
+def full_service(onts: dict[str, Ontology], path: Path, encoder: Path | None = None) -> TermService:
+    """A service over fresh full indexes of the ontologies (as ``flysift index ontology`` writes them), with the
+    term encoder of data dir ``encoder`` (linked) when given."""
     svc = folder_terms(path)
     for ont in onts.values():
         svc.index_ontology(ont, TermIndex(path).write)
+    if encoder is not None:
+        from search.ontology.encoder import ROOT
+
+        (path / ROOT).symlink_to((encoder / ROOT).resolve())
     return folder_terms(path)   # reads the saved models, as a served instance does
 
 
@@ -222,14 +246,14 @@ def read_mentions() -> list[dict[str, str]]:
         return list(csv.DictReader((line for line in fh if not line.startswith("#")), delimiter="\t"))
 
 
-def score(svc: TermService, queries: list[tuple[str, str, str, str]]) -> dict:
+def score(svc: TermService, queries: list[tuple[str, str, str, str]], mode: str | None = None) -> dict:
     """``(ontology, query, want id, class)`` → top-1 / top-5 overall and per class, and the misses."""
     n1 = n5 = 0
     per: Counter[str] = Counter()
     ok: Counter[str] = Counter()
     misses = []
     for ont, q, want, cls in queries:
-        hits = [h.id for h in svc.search(ont, q, limit=5).hits]
+        hits = [h.id for h in svc.search(ont, q, limit=5, mode=mode).hits]
         n1 += hits[:1] == [want]
         n5 += want in hits
         per[cls] += 1
@@ -288,20 +312,26 @@ def _restore(state: dict) -> None:
         m.morph = state["morphs"][n]
 
 
-def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], ablations: bool) -> list[dict]:
+def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], ablations: bool,
+                   modes: tuple[str | None, ...] = (None,)) -> list[dict]:
     mentions = [(r["ontology"], r["mention"], r["expected_id"], r["class"]) for r in read_mentions()]
     sets = {"frozen mention list v1": mentions}
     if "fbbt" in onts:
         sets["FBbt 2025 labels (2013 label differs)"] = fbbt_2025(data, onts["fbbt"])
-    print("\n## Measuring sets (never tuned on)\n\n| set | queries | top-1 | top-5 | top-1 by class |\n"
-          "|---|---|---|---|---|")
+    print("\n## Measuring sets (never tuned on)\n\n| set | mode | queries | top-1 | top-5 | top-1 by class |\n"
+          "|---|---|---|---|---|---|")
     rows = []
     for label, qs in sets.items():
-        r = score(svc, [q for q in qs if q[0] in onts])
-        r["set"] = label
-        rows.append(r)
-        cls = ", ".join(f"{c} {v}" for c, v in r["by_class"].items()) if len(r["by_class"]) > 1 else ""
-        print(f"| {label} | {r['queries']} | {r['top1']:.3f} | {r['top5']:.3f} | {cls} |", flush=True)
+        for mode in modes:
+            r = score(svc, [q for q in qs if q[0] in onts], mode)
+            r["set"] = label
+            r["mode"] = mode or "default"
+            rows.append(r)
+            cls = ", ".join(f"{c} {v}" for c, v in r["by_class"].items()) if len(r["by_class"]) > 1 else ""
+            print(f"| {label} | {mode or 'default'} | {r['queries']} | {r['top1']:.3f} | {r['top5']:.3f} | {cls} |",
+                  flush=True)
+    if any(m == "hybrid" for m in modes):
+        rows.append(mf_rule_on_mentions(svc, mentions, onts))
     if ablations:
         print("\n### What each ranking step buys (each switched off alone; the rest as served)\n")
         print("| switched off | " + " | ".join(f"{k} top-1 / top-5" for k in sets) + " |\n|---|"
@@ -317,7 +347,7 @@ def measuring_sets(svc: TermService, data: Path, onts: dict[str, Ontology], abla
     return rows
 
 
-def http_latency(data_dir: Path, queries: list[str]) -> dict:
+def http_latency(data_dir: Path, queries: list[str], port: int | None = None) -> dict:
     """The same GO queries over HTTP: ``flysift serve`` (one worker) on loopback, one keep-alive client, after a
     warm-up pass; wall time per request at the client and the server's CPU per request."""
     import httpx
@@ -325,7 +355,7 @@ def http_latency(data_dir: Path, queries: list[str]) -> dict:
 
     from bench.common import flysift_command, free_port, percentile, served, tree_cpu
 
-    port = free_port()
+    port = port or free_port()
     base = f"http://127.0.0.1:{port}"
     with served([*flysift_command(), "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", "1"],
                 f"{base}/v1/health") as server, httpx.Client(base_url=base, timeout=30.0) as client:
@@ -347,31 +377,38 @@ def http_latency(data_dir: Path, queries: list[str]) -> dict:
     return r
 
 
-def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: int, n: int = 500) -> dict:
+def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: int, n: int = 500,
+            modes: tuple[str | None, ...] = (None,), port: int | None = None) -> dict:
     """Term search time per query, in-process on the full index (the service warm: ontology and model loaded), over a
     seeded sample of synonyms typed as queries; wall and CPU (the machine is shared: CPU time is the steadier
-    figure). Then ``flysift terms`` as a fresh process, which loads the re-ranker model (not the ontology)."""
+    figure), per mode (None: the default, hybrid when a term encoder is present). Then ``flysift terms`` as a fresh
+    process, which loads the re-ranker model (not the ontology)."""
     print("\n## Term search latency (full ontologies, in-process, service warm)\n")
-    print("| ontology | queries | wall p50 ms | wall p99 ms | CPU p50 ms | CPU p99 ms |\n|---|---|---|---|---|---|")
+    print("| ontology | mode | queries | wall p50 ms | wall p99 ms | CPU p50 ms | CPU p99 ms |\n"
+          "|---|---|---|---|---|---|---|")
     out: dict = {}
+    p = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
     for name, ont in onts.items():
         if name not in svc.names():
             continue
         qs = random.Random(seed).sample(eligible(ont), n)
-        svc.search(name, "warm up")
-        wall, cpu = [], []
-        for q, _ in qs:
-            t0, c0 = time.perf_counter(), time.process_time()
-            svc.search(name, q, limit=10)
-            cpu.append((time.process_time() - c0) * 1000)
-            wall.append((time.perf_counter() - t0) * 1000)
-        wall.sort()
-        cpu.sort()
-        p = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
-        out[name] = {"wall_p50": p(wall, .5), "wall_p99": p(wall, .99), "cpu_p50": p(cpu, .5), "cpu_p99": p(cpu, .99)}
-        print(f"| {name} | {n} | {p(wall, .5):.1f} | {p(wall, .99):.1f} | {p(cpu, .5):.1f} | {p(cpu, .99):.1f} |")
+        for mode in modes:
+            svc.search(name, "warm up", mode=mode)
+            wall, cpu = [], []
+            for q, _ in qs:
+                t0, c0 = time.perf_counter(), time.process_time()
+                svc.search(name, q, limit=10, mode=mode)
+                cpu.append((time.process_time() - c0) * 1000)
+                wall.append((time.perf_counter() - t0) * 1000)
+            label = mode or svc.search(name, "warm up").mode + " (default)"
+            out[f"{name} {label}"] = {"wall_p50": p(wall, .5), "wall_p99": p(wall, .99), "cpu_p50": p(cpu, .5),
+                                      "cpu_p99": p(cpu, .99)}
+            print(f"| {name} | {label} | {n} | {p(wall, .5):.1f} | {p(wall, .99):.1f} | {p(cpu, .5):.1f} | "
+                  f"{p(cpu, .99):.1f} |", flush=True)
+    if any(m == "hybrid" for m in modes) and "go" in svc.names():
+        out["encoder"] = encoder_latency(svc, onts["go"], seed, n)
     if "go" in svc.names():
-        out["http"] = http_latency(data_dir, [q for q, _ in random.Random(seed).sample(eligible(onts["go"]), n)])
+        out["http"] = http_latency(data_dir, [q for q, _ in random.Random(seed).sample(eligible(onts["go"]), n)], port)
     flysift = Path(sys.executable).with_name("flysift")
     if flysift.exists() and "go" in svc.names():
         runs = []
@@ -386,7 +423,238 @@ def latency(svc: TermService, onts: dict[str, Ontology], data_dir: Path, seed: i
         w = statistics.median(r[0] for r in runs)
         c = statistics.median(r[1] for r in runs)
         out["cli"] = {"wall_s": w, "cpu_s": c}
-        print(f"\n`flysift terms nuclei --ontology go` (a fresh process, 3 runs): median {w:.2f} s wall, {c:.2f} s CPU")
+        print(f"\n`flysift terms nuclei --ontology go` (a fresh process, 3 runs, default mode): median {w:.2f} s wall, "
+              f"{c:.2f} s CPU")
+    return out
+
+
+def encoder_latency(svc: TermService, go: Ontology, seed: int, n: int) -> dict:
+    """Where hybrid's time goes on GO: the query's embedding (int8 ONNX), the HNSW graph's nearest labels, and the
+    graph's top 5 terms against an exact matrix product's (recall of the served approximation)."""
+    from search.ontology.encoder.runtime import LabelVectors
+
+    loaded = svc.encoders.get("go", lambda: svc.ontology("go"), svc._indexed("go"))
+    qs = [q for q, _ in random.Random(seed + 1).sample(eligible(go), n)]
+    enc, near = [], []
+    same = 0.0
+    exact = LabelVectors.read(loaded.folder, "go", loaded.manifest.ontologies["go"], loaded.manifest.dim, exact=True) \
+        if loaded.vectors.hnsw is not None else None
+    for q in qs:
+        t0 = time.perf_counter()
+        v = loaded.encoder.encode([q])[0]
+        t1 = time.perf_counter()
+        got = [x.id for x in loaded.vectors.nearest(v, 30)]
+        t2 = time.perf_counter()
+        enc.append((t1 - t0) * 1000)
+        near.append((t2 - t1) * 1000)
+        if exact is not None:
+            same += len(set(got[:5]) & {x.id for x in exact.nearest(v, 5)}) / 5
+    p = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+    r = {"encode_p50": p(enc, .5), "encode_p99": p(enc, .99), "nearest_p50": p(near, .5), "nearest_p99": p(near, .99),
+         "hnsw_top5_recall": same / len(qs) if exact is not None else None,
+         "index": loaded.manifest.ontologies["go"].index, "threads": os.environ.get("FLYSIFT_ENCODER_THREADS", "1")}
+    print(f"\nGO hybrid, its parts (wall, {n} other synonyms): query embedding p50 {r['encode_p50']:.1f} / p99 "
+          f"{r['encode_p99']:.1f} ms; nearest 30 terms ({r['index']}) p50 {r['nearest_p50']:.2f} / p99 "
+          f"{r['nearest_p99']:.2f} ms" + (f"; the graph's top 5 terms hold {r['hnsw_top5_recall']:.3f} of the exact "
+                                          "product's" if exact is not None else ""))
+    return r
+
+
+def mf_rule_on_mentions(svc: TermService, mentions: list[tuple[str, str, str, str]], onts: dict[str, Ontology]
+                        ) -> dict:
+    """The MF rule on the mention list's GO mentions: how many name an activity, how many would abstain, and how
+    often the fused top 1 is right in each group."""
+    from search.ontology.encoder.mf import activity_shaped
+
+    go = onts.get("go")
+    if go is None:
+        return {}
+    ns = {want: t.namespace for o, _, want, _ in mentions if o == "go" and (t := go.get(want)) is not None}
+    rows = [(q, want) for o, q, want, _ in mentions if o == "go" and want in ns]
+    mf = [(q, w) for q, w in rows if ns[w] == "molecular_function"]
+    shaped = [(q, w) for q, w in mf if activity_shaped(q)]
+    right = lambda qs: sum([h.id for h in svc.search("go", q, limit=1).hits] == [w] for q, w in qs)  # noqa: E731
+    others = [(q, w) for q, w in rows if ns[w] != "molecular_function"]
+    lost = sum(1 for q, _ in others if not activity_shaped(q) and
+               [h.aspect for h in svc.search("go", q, limit=1).hits] == ["F"])
+    r = {"set": "MF rule on the mention list", "go_mentions": len(rows), "mf_mentions": len(mf),
+         "mf_activity_shaped": len(shaped), "mf_shaped_top1": right(shaped),
+         "mf_not_shaped_top1": right([x for x in mf if x not in shaped]),
+         "non_mf_wrongly_answered_with_mf_when_not_shaped": lost}
+    print(f"\nMF rule on the mention list: {len(mf)} of its {len(rows)} GO mentions are molecular functions; "
+          f"{len(shaped)} of those name an activity (fused top-1 right for {r['mf_shaped_top1']}), "
+          f"{len(mf) - len(shaped)} do not (right for {r['mf_not_shaped_top1']}: `mf_activity_only` abstains on "
+          f"them); of the {len(others)} other GO mentions, {lost} not activity-shaped ones get an MF term first "
+          f"(dropped by the rule)")
+    return r
+
+# ---- the term encoder (issue #30) -----------------------------------------------------------------------------------
+
+def encoder_artefact(data_dir: Path) -> tuple[Path, dict]:
+    """The current term encoder version of ``data_dir``: its folder and full manifest."""
+    from search.ontology.encoder import artefact
+
+    version = artefact.current_version(data_dir)
+    if version is None:
+        sys.exit(f"--encoder {data_dir}: no term encoder there (run `flysift train term-encoder --data-dir ...`)")
+    folder = artefact.version_dir(data_dir, version)
+    return folder, artefact.read_manifest(folder)[1]
+
+
+def full_vectors(folder: Path, manifest: dict, ont: Ontology) -> tuple[dict[tuple[str, str], int], np.ndarray]:
+    """The artefact's vectors of ``ont`` keyed by (term id, label text folded), checked against ``ont``'s labels."""
+    from search.ontology.encoder import artefact
+    from search.ontology.encoder.labels import LabelTable
+
+    table = LabelTable.of(ont)
+    entry = manifest["ontologies"].get(ont.name)
+    if entry is None or entry["digest"] != table.digest:
+        sys.exit(f"the term encoder {manifest['version']} was not trained on this {ont.name} "
+                 f"({ont.data_version}): train it on a data dir indexed from the same files")
+    vectors = np.load(artefact.vector_paths(folder, ont.name)["vectors"], allow_pickle=False).astype(np.float32)
+    keys = {(table.ids[t], text.casefold()): row
+            for row, (t, text) in enumerate(zip(table.term, table.texts, strict=True))}
+    return keys, vectors
+
+
+def write_cut_encoder(folder: Path, manifest: dict, data_dir: Path, cut: Ontology,
+                      full: tuple[dict[tuple[str, str], int], np.ndarray]) -> None:
+    """A term encoder in ``data_dir`` for the cut ontology: the trained model (linked) and the rows of its labels
+    taken from the full artefact's vectors (the same model embedded them; a cut only removes labels)."""
+    from search.ontology.encoder import artefact
+    from search.ontology.encoder.labels import LabelTable
+    from search.ontology.encoder.train import write_vectors
+
+    table = LabelTable.of(cut)
+    keys, vectors = full
+    rows = [keys[(table.ids[t], text.casefold())] for t, text in zip(table.term, table.texts, strict=True)]
+    dest = artefact.version_dir(data_dir, manifest["version"])
+    dest.mkdir(parents=True)
+    (dest / artefact.MODEL_DIR).symlink_to(folder / artefact.MODEL_DIR)
+    (dest / artefact.ONNX_FILE).symlink_to(folder / artefact.ONNX_FILE)
+    entry = write_vectors(dest, table, vectors[rows], hnsw=False)
+    artefact.write_json(dest / artefact.MANIFEST, {**manifest, "ontologies": {cut.name: entry}})
+    artefact.write_json(artefact.root(data_dir) / artefact.CURRENT, {"version": manifest["version"]})
+
+
+ENCODER_MODES = ("bm25", "dense", "hybrid")
+#: synonyms of one held-out term that may be queries: GO terms with hundreds of synonyms (chemical and EC names)
+#: would otherwise fill the sample and make the leave-one-out reading ~50 GO index builds
+PER_TERM = 3
+
+
+def capped(cands: list[tuple[str, str]], per_term: int, seed: int) -> list[tuple[str, str]]:
+    """At most ``per_term`` of each term's candidates (a seeded draw), in the candidates' order."""
+    by_term: dict[str, list[int]] = {}
+    for i, (_, tid) in enumerate(cands):
+        by_term.setdefault(tid, []).append(i)
+    rng = random.Random(seed)
+    keep = {i for rows in by_term.values() for i in (rng.sample(rows, per_term) if len(rows) > per_term else rows)}
+    return [c for i, c in enumerate(cands) if i in keep]
+
+
+def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> list[dict]:
+    """Strict and leave-one-out hold-outs on the encoder's held-out terms, for lexical, encoder alone and fused
+    (every fusion weight of ``--weights``), searched through the service like any request (exact vector search:
+    each cut index is one matrix product; the served HNSW graph is compared with it under Latency)."""
+    from search.ontology.encoder import fusion
+    from search.ontology.encoder.mf import activity_shaped
+    from search.ontology.encoder.runtime import TermEncoders
+
+    folder, manifest = encoder_artefact(args.encoder)
+    which = "dev" if args.dev else "test"
+    weights = args.weights or [fusion.WEIGHT]
+    t = manifest["training"]
+    print(f"\n## Term encoder {manifest['version']}\n\ntrained {t['seconds'] / 60:.1f} min wall, "
+          f"{t['cpu_seconds'] / 60:.1f} min CPU ({t['device']}, {t['precision']}, {t['threads']} threads; "
+          f"{t['steps']:,} steps, {len(t['epochs'])} epochs); export {t['export_seconds'] / 60:.1f} min, labels "
+          f"embedded in {t['embed_seconds'] / 60:.1f} min wall ({t['embed_cpu_seconds'] / 60:.1f} min CPU); "
+          f"artefact {manifest['sizes']['total'] / 2 ** 20:.0f} MiB (model {manifest['sizes']['model'] / 2 ** 20:.0f}, "
+          f"int8 ONNX {manifest['sizes']['onnx'] / 2 ** 20:.0f}, vectors {manifest['sizes']['vectors'] / 2 ** 20:.0f})")
+    for e in t["epochs"]:
+        print(f"- epoch {e['epoch']}: {e['pairs']:,} pairs, {e['batches']:,} batches, mean loss {e['loss']:.3f}, "
+              f"hard negatives {e['negatives']}")
+    cols = " | ".join(f"{m if m != 'hybrid' or len(weights) == 1 else f'hybrid w={w}'} top-1 / top-5"
+                      for m in ENCODER_MODES for w in (weights if m == "hybrid" else [None]))
+    print(f"\n### Held-out {which} terms (never trained on)\n\n| ontology | reading | queries | terms | indexes | "
+          f"{cols} |\n|---|---|---|---|---|" + "---|" * (len(ENCODER_MODES) - 1 + len(weights)))
+    rows = []
+    for name in args.ontologies:
+        if name not in manifest["held_out"]:
+            continue
+        ont = onts[name]
+        held = set(manifest["held_out"][name][which])
+        full = full_vectors(folder, manifest, ont)
+        cands = capped([c for c in eligible(ont) if c[1] in held], PER_TERM, args.seed)
+        queries = draw(cands, args.go_sample if name == "go" else None, args.seed)
+        for reading in args.readings:
+            per: dict[str, list[tuple[str, str, list[str]]]] = {}
+            k = 0
+            for k, batch in enumerate(batches(queries, reading)):
+                drop: dict[str, set[str] | None] = ({tid: None for _, tid in batch} if reading == "strict" else
+                                                    {tid: {normalise(text)} for text, tid in batch})
+                d = tmp / f"enc-{name}-{reading}-{k}"
+                cut = cut_ontology(ont, drop)
+                svc = folder_terms(d)
+                svc.index_ontology(cut, TermIndex(d).write)
+                write_cut_encoder(folder, manifest, d, cut, full)
+                svc = folder_terms(d)
+                svc.encoders = TermEncoders(d, exact=True)
+                served_weight = fusion.WEIGHT
+                try:
+                    for mode, w in [(m, None) for m in ENCODER_MODES[:2]] + [("hybrid", w) for w in weights]:
+                        label = mode if w is None or len(weights) == 1 else f"hybrid w={w}"
+                        fusion.WEIGHT = served_weight if w is None else w
+                        for text, tid in batch:
+                            hits = [h.id for h in svc.search(name, text, limit=5, mode=mode).hits]
+                            per.setdefault(label, []).append((text, tid, hits))
+                finally:
+                    fusion.WEIGHT = served_weight
+                shutil.rmtree(d, ignore_errors=True)
+            r = {"ontology": name, "split": which, "reading": reading, "queries": len(queries),
+                 "terms": len({t for _, t in queries}), "indexes": k + 1, "version": manifest["version"],
+                 "modes": {m: _topk(v) for m, v in per.items()}}
+            if name == "go":
+                r["aspects"] = _by_aspect(ont, per, activity_shaped)
+            rows.append(r)
+            cells = " | ".join(f"{v['top1']:.3f} / {v['top5']:.3f}" for v in r["modes"].values())
+            print(f"| {name} | {reading} | {r['queries']} | {r['terms']} | {r['indexes']} | {cells} |", flush=True)
+    for r in rows:
+        if "aspects" in r:
+            print(f"\n### GO {r['reading']}, by the answer's aspect (MF apart; the MF rule: docs/ontologies.md)\n")
+            print("| answer aspect | queries | " + " | ".join(f"{m} top-1 / top-5" for m in r["modes"]) +
+                  " |\n|---|---|" + "---|" * len(r["modes"]))
+            for aspect, cells in r["aspects"].items():
+                n = next(iter(cells.values()))["n"]
+                print(f"| {aspect} | {n} | " + " | ".join(f"{c['top1']:.3f} / {c['top5']:.3f}" for c in cells.values())
+                      + " |")
+    return rows
+
+
+def _topk(results: list[tuple[str, str, list[str]]]) -> dict:
+    n = max(1, len(results))
+    return {"n": len(results), "top1": sum(h[:1] == [t] for _, t, h in results) / n,
+            "top5": sum(t in h for _, t, h in results) / n,
+            "misses": [{"query": q, "want": t, "got": h[:3]} for q, t, h in results if h[:1] != [t]][:300]}
+
+
+def _by_aspect(ont: Ontology, per: dict[str, list[tuple[str, str, list[str]]]], shaped: Callable[[str], bool]
+               ) -> dict[str, dict]:
+    """Top-1/top-5 per mode by the answer term's aspect; MF also split by whether the query is activity-shaped."""
+    ns = {t: ont.get(t).namespace for r in per.values() for _, t, _ in r}   # type: ignore[union-attr]
+    groups: dict[str, Callable[[str, str], bool]] = {
+        "P (biological process)": lambda q, t: ns[t] == "biological_process",
+        "C (cellular component)": lambda q, t: ns[t] == "cellular_component",
+        "F (molecular function)": lambda q, t: ns[t] == "molecular_function",
+        "F, activity-shaped query": lambda q, t: ns[t] == "molecular_function" and shaped(q),
+        "F, query not activity-shaped": lambda q, t: ns[t] == "molecular_function" and not shaped(q),
+    }
+    out: dict[str, dict] = {}
+    for label, test in groups.items():
+        out[label] = {}
+        for mode, results in per.items():
+            sub = [x for x in results if test(x[0], x[1])]
+            out[label][mode] = {k: v for k, v in _topk(sub).items() if k != "misses"}
     return out
 
 
@@ -406,7 +674,17 @@ def main() -> None:
     ap.add_argument("--sets-only", action="store_true", help="Only the measuring sets and latency (no hold-out)")
     ap.add_argument("--ablations", action="store_true", help="Also score the measuring sets with each ranking step "
                                                              "switched off alone")
+    ap.add_argument("--encoder", type=Path, help="A data dir with a term encoder trained on these ontology files: "
+                                                 "score its held-out terms (lexical, encoder, fused) and measure "
+                                                 "the sets and latency with it")
+    ap.add_argument("--dev", action="store_true", help="With --encoder: the encoder's dev terms (for tuning)")
+    ap.add_argument("--weights", type=lambda s: [float(w) for w in s.split(",")],
+                    help="With --encoder: score hybrid at each of these fusion weights (tune on --dev only)")
+    ap.add_argument("--port", type=int, help="Loopback port of the served API for the HTTP latency "
+                                             "[default: a free one]")
     args = ap.parse_args()
+    if args.weights and args.encoder and not args.dev:
+        ap.error("--weights is for tuning: use it with --dev (the test terms only measure)")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if args.quality_only or args.sets_only:
@@ -416,10 +694,20 @@ def main() -> None:
             coverage(args.data, onts)
             hidden_sizes(onts)
             wang_speed(args.data, onts, args.seed)
-        rows = [] if args.sets_only else quality(onts, args, tmp)
-        full = full_service(onts, tmp / "full")
-        rows += measuring_sets(full, args.data, onts, args.ablations)
-        rows.append({"latency": latency(full, onts, tmp / "full", args.seed)})
+        if args.encoder:
+            rows = [] if args.sets_only else encoder_holdout(onts, args, tmp)
+            if args.dev:   # tuning looks at the dev terms only
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=2))
+                return
+            full = full_service(onts, tmp / "full", args.encoder)
+            modes: tuple[str | None, ...] = ("bm25", "hybrid")
+        else:
+            rows = [] if args.sets_only else quality(onts, args, tmp)
+            full = full_service(onts, tmp / "full")
+            modes = (None,)
+        rows += measuring_sets(full, args.data, onts, args.ablations, modes)
+        rows.append({"latency": latency(full, onts, tmp / "full", args.seed, modes=modes, port=args.port)})
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
 

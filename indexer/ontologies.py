@@ -93,6 +93,11 @@ def ontology(file: Path, name: str, data_dir: Path | None, no_cache: bool, allow
     dense_meta = _dense_terms(settings.data_dir, ont, progress) if dense else None
     vectors = (f"; dense term index: {dense_meta['vectors']} vectors ({dense_meta['backend']}) in "
                f"{dense_meta['seconds']:.1f} s" if dense_meta else "")
+    from search.ontology.encoder import present
+    from search.ontology.encoder.artefact import stale_note
+
+    if present(settings.data_dir) and (note := stale_note(settings.data_dir, ont)):
+        progress.write(note, always=True)
     click.echo(f"{name}: {stats['terms']} terms ({stats['obsolete']} obsolete, {stats['alt_ids']} alt ids, "
                f"{stats['synonyms']} synonyms) from {file} [{stats['data_version'] or 'no data-version'}]; "
                f"loaded in {loaded:.1f} s, indexed {n} in {indexed:.1f} s into {settings.data_dir}{vectors}", err=True)

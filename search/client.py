@@ -402,10 +402,13 @@ class _Endpoints:
     def search_terms(self, query: str | None = None, ontology: str = "go", aspect: str | None = None,
                      limit: int = 10, include_obsolete: bool | None = None, hidden: str | Iterable[str] | None = None,
                      hidden_descendants: bool | None = None, *, q: str | None = None,
-                     mode: Literal["bm25", "dense", "hybrid"] | None = None) -> TermSearchResponse:
+                     mode: Literal["bm25", "dense", "hybrid"] | None = None,
+                     mf_activity_only: bool | None = None) -> TermSearchResponse:
         """Terms by name, synonym, definition or id. ``q`` is the
         deprecated name of ``query`` (one release; a DeprecationWarning). ``mode`` dense or hybrid needs the
-        ontology's dense term index (409 ``dense_unavailable`` otherwise)."""
+        data dir's term encoder or the ontology's dense term index (409 ``dense_unavailable`` otherwise); by default
+        the service uses hybrid where a term encoder fits. ``mf_activity_only``: GO molecular functions only for an
+        activity-shaped query."""
         if q is not None:
             warnings.warn("search_terms(q=...) is deprecated: use query=", DeprecationWarning, stacklevel=2)
             if query is not None:
@@ -417,7 +420,8 @@ class _Endpoints:
                                    _model(TermSearchResponse),
                                    params=_params(query=query, ontology=ontology, aspect=aspect, limit=limit,
                                                   include_obsolete=include_obsolete, hidden=_hidden(hidden),
-                                                  hidden_descendants=hidden_descendants, mode=mode)))
+                                                  hidden_descendants=hidden_descendants, mode=mode,
+                                                  mf_activity_only=mf_activity_only)))
 
     def get_term(self, term_id: str, hidden: str | Iterable[str] | None = None,
                  hidden_descendants: bool | None = None) -> TermLookup:

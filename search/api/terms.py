@@ -84,16 +84,21 @@ async def search_terms(request: Request,
                        limit: int = Query(10, ge=1), include_obsolete: bool = False,
                        q: str | None = Query(None, deprecated=True, include_in_schema=False,
                                              description="Deprecated alias of query (removed in the next release)"),
-                       mode: Literal["bm25", "dense", "hybrid"] = Query(
-                           "bm25", description="bm25: the lexical ranking (default); dense: nearest terms by embedding "
-                                               "(needs the dense term index, else 409 dense_unavailable); hybrid: "
-                                               "reciprocal-rank fusion of both"),
+                       mode: Literal["bm25", "dense", "hybrid"] | None = Query(
+                           None, description="bm25: the lexical ranking; dense: nearest terms by the term encoder "
+                                             "(or the dense term index); hybrid: both fused. Default: hybrid where "
+                                             "the data dir's term encoder fits the ontology, else bm25; dense and "
+                                             "hybrid without one are 409 dense_unavailable"),
+                       mf_activity_only: bool = Query(
+                           False, description="GO: molecular functions only for an activity-shaped query (names "
+                                              "an activity, a binding, an enzyme or a transporter); none otherwise"),
                        h: HiddenQuery = Depends(hidden_spec)) -> Response:
     """Terms by name, synonym (weighted by scope), definition or id; hidden and obsolete terms left out. The text
     is ``query``, as in paper and passage search (``q`` still works for one release); ``mode`` as there."""
     return await answer(lambda: _svc(request).search(ontology, term_query(query, q), aspect=aspect, limit=limit,
                                                      hidden=h.hidden, hidden_descendants=h.descendants,
-                                                     include_obsolete=include_obsolete, mode=mode))
+                                                     include_obsolete=include_obsolete, mode=mode,
+                                                     mf_activity_only=mf_activity_only))
 
 
 @router.get("/terms/resolve", response_model=TermResolveResponse)

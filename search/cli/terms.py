@@ -18,14 +18,17 @@ from search.text.term_search import ID_QUERY_RE
 @click.option("--limit", "-n", type=int, default=10, show_default=True)
 @click.option("--hidden", help="Hidden set name (flyaoc) or comma-separated ids to leave out")
 @click.option("--hidden-descendants", is_flag=True, help="Also hide every descendant of the hidden ids")
-@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="bm25", show_default=True,
-              help="bm25: the lexical ranking; dense/hybrid need the ontology's dense term index")
+@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default=None,
+              help="bm25: the lexical ranking; dense/hybrid need the term encoder (flysift train term-encoder) or "
+                   "the ontology's dense term index [default: hybrid with a term encoder, else bm25]")
+@click.option("--mf-activity-only", is_flag=True,
+              help="GO: molecular functions only when the query names an activity (else none: abstain)")
 @click.option("--resolve", is_flag=True, help="Rank terms for a description (the resolver) instead of searching")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the REST response body (GET /v1/terms/search, or /v1/terms/resolve with --resolve)")
 @data_dir_option
 def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str | None, hidden_descendants: bool,
-          mode: str, resolve: bool, as_json: bool, data_dir: Path | None) -> None:
+          mode: str | None, mf_activity_only: bool, resolve: bool, as_json: bool, data_dir: Path | None) -> None:
     """Search ontology terms by name, synonym, definition or id."""
     # one query in a short-lived process: OpenBLAS's thread pool (started when numpy is imported) costs ~60 ms of CPU
     # and nothing here multiplies matrices large enough to use it
@@ -43,7 +46,7 @@ def terms(query: str, ontology: str, aspect: str | None, limit: int, hidden: str
                     [("id", "id", 14), ("name", "name", 50), ("matched label", "matched", 50), ("score", "score", 7)])
         return
     res = svc.search(ontology, query, aspect=aspect, limit=limit, hidden=hidden, hidden_descendants=hidden_descendants,
-                     mode=mode)
+                     mode=mode, mf_activity_only=mf_activity_only)
     if as_json:
         echo_json(res)
         return

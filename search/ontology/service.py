@@ -27,6 +27,8 @@ from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, NotFo
 from search.core.models import Term, TermHit
 from search.core.names import check_ontology, is_valid, lookup
 from search.engines import MIN_PUBLISH_SHARE, BuildRefused, TermEngine, publish_refusal
+from search.ontology import encoder
+from search.ontology.encoder.mf import activity_shaped
 from search.ontology.hidden import DEFAULT_RELATIONS, HiddenSet, expand
 from search.ontology.model import (
     GO_ASPECTS,
@@ -55,6 +57,7 @@ from search.text.term_search import id_query
 
 if TYPE_CHECKING:
     from search.ontology.dense_terms import DenseTermIndexes
+    from search.ontology.encoder.runtime import TermEncoders
 
 ASPECTS = ("P", "F", "C")
 FLYAOC_NOT_FOUND = "Term not found in ontology"
@@ -102,6 +105,20 @@ class TermService:
         from search.ontology.dense_terms import DenseTermIndexes
 
         return DenseTermIndexes(self.data_dir)
+
+    @cached_property
+    def encoders(self) -> TermEncoders:
+        """The data dir's term encoder (search.ontology.encoder), imported when the data dir has one."""
+        from search.ontology.encoder.runtime import TermEncoders
+
+        return TermEncoders(self.data_dir)
+
+    def _default_mode(self, ontology: str) -> str:
+        """hybrid when the data dir holds a term encoder that fits the served ontology, else bm25 (as before)."""
+        if not encoder.present(self.data_dir):
+            return "bm25"
+        ok = self.encoders.usable(ontology, lambda: self.ontology(ontology), self._indexed(ontology))
+        return "hybrid" if ok else "bm25"
 
     # ---- ontologies -----------------------------------------------------------------------------------------------
     def ontology_path(self, name: str) -> Path:
@@ -255,14 +272,17 @@ class TermService:
     # ---- search ---------------------------------------------------------------------------------------------------
     def search(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
                hidden: str | Iterable[str] | None = None, hidden_descendants: bool | str = False,
-               include_obsolete: bool = False, mode: str | None = None) -> TermSearchResponse:
+               include_obsolete: bool = False, mode: str | None = None,
+               mf_activity_only: bool = False) -> TermSearchResponse:
+        """``mode`` None: hybrid where a term encoder fits the ontology, else bm25. ``mf_activity_only``: molecular
+        functions only for an activity-shaped query (search.ontology.encoder.mf), none otherwise."""
         lex = self.rerank_model(ontology)   # checks the name; a search needs no more than the model
         query = self._check_query(query)
         if mode not in (None, "bm25"):
             from search.ontology.dense_terms import check_mode
 
             mode = check_mode(mode)
-        mode = mode or "bm25"
+        mode = mode or self._default_mode(ontology)
         aspect = self._check_aspect(aspect)
         if aspect and not lex.has_aspects:
             raise InvalidRequest(f"aspect: {ontology} has no GO aspects (namespaces); leave aspect out",
@@ -270,15 +290,36 @@ class TermService:
         limit = self._check_limit(limit)
         hid = self.hidden(ontology, hidden, hidden_descendants)
         filters: dict[str, Any] = {"aspect": aspect, "exclude_ids": hid.ids, "include_obsolete": include_obsolete}
+        shaped = activity_shaped(query) if lex.has_aspects else None
+        # the MF rule (search.ontology.encoder.mf): no molecular function for a query that names no activity
+        abstain_mf = mf_activity_only and shaped is False and not id_query(query)
+        hits: list[TermHit] = []
+        if not (abstain_mf and aspect == "F"):
+            hits = self._hits(ontology, lex, query, self.max_limit if abstain_mf else limit, filters, mode)
+            if abstain_mf:   # MF hits dropped: asked deep enough for ``limit`` of the others
+                hits = [h for h in hits if h.aspect != "F"][:limit]
+        return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), mode=mode,
+                                  activity_shaped=shaped, hits=hits)
+
+    def _hits(self, ontology: str, lex: RerankModel, query: str, limit: int, filters: dict[str, Any], mode: str
+              ) -> list[TermHit]:
+        """The ranking in ``mode``: an id query stays a lookup in every mode; ``dense`` and ``hybrid`` use the data
+        dir's term encoder where there is one (search.ontology.encoder.fusion), else the dense term index."""
         if id_query(query):
-            hits = self.engine.search_terms(ontology, query, limit=limit, **filters)
-        elif mode == "bm25":
-            hits = self._ranked(ontology, lex, query, limit, filters)
-        else:   # an id query stays a lookup in every mode
-            hits = self.dense.search(self.engine, ontology, query, limit, filters, mode,
-                                     lexical=lambda depth: self._ranked(ontology, lex, query, depth, filters),
-                                     ontology=lambda: self.ontology(ontology), ontology_key=self._indexed(ontology))
-        return TermSearchResponse(ontology=ontology, query=query, aspect=aspect, hidden=len(hid), mode=mode, hits=hits)
+            return self.engine.search_terms(ontology, query, limit=limit, **filters)
+        if mode == "bm25":
+            return self._ranked(ontology, lex, query, limit, filters)
+
+        def lexical(depth: int) -> list[TermHit]:
+            return self._ranked(ontology, lex, query, depth, filters)
+
+        if encoder.present(self.data_dir):
+            from search.ontology.encoder.fusion import search as encoder_search
+
+            return encoder_search(self.encoders, self.engine, ontology, query, limit, filters, mode, lexical=lexical,
+                                  ontology=lambda: self.ontology(ontology), ontology_key=self._indexed(ontology))
+        return self.dense.search(self.engine, ontology, query, limit, filters, mode, lexical=lexical,
+                                 ontology=lambda: self.ontology(ontology), ontology_key=self._indexed(ontology))
 
     def rerank_model(self, ontology: str | Ontology) -> RerankModel:
         """The re-ranker's model of an indexed ontology: the one saved at indexing, or learned now from the ontology

@@ -44,7 +44,10 @@ class TermSearchResponse(BaseModel):
     query: str
     aspect: str | None = None
     hidden: int = Field(0, description="How many ids were hidden from this search")
-    mode: str = Field("bm25", description="bm25 (the lexical ranking), dense or hybrid (RRF of both)")
+    mode: str = Field("bm25", description="bm25 (the lexical ranking), dense or hybrid (the lexical ranking fused "
+                                          "with the term encoder, or RRF with the dense term index)")
+    activity_shaped: bool | None = Field(None, description="GO only: whether the query names a molecular function "
+                                                           "(docs/ontologies.md, the MF rule)")
     hits: list[TermHit]
 
 

@@ -1,0 +1,88 @@
+"""Term search with the encoder: ``mode=dense`` (the encoder's nearest terms alone) and ``mode=hybrid`` (the
+default when the data dir holds an encoder that fits the served ontology).
+
+Hybrid scores the union of the lexical ranking's top :data:`LEXICAL_DEPTH` and the encoder's top
+:data:`ENCODER_POOL` terms by ``lexical score + WEIGHT × cosine``: the lexical score is the re-ranker's (label
+similarity, exact-label bonus, definition and engine terms; docs/ontologies.md), the cosine that of the term's
+nearest label to the query. A term only the encoder found takes the lowest lexical score of a full lexical list (0
+when the lexical side found fewer terms than it was asked for: it has nothing more to say). Every lexical hit whose
+name or matched synonym *is* the query (the word-view tokens equal, as the exact-label bonus reads it) stays ahead
+of the rest, in lexical order: an exact name or synonym keeps rank 1. The weight is 1.0, not tuned yet; it may only
+be tuned on the dev terms of the built-in split (bench/bench_ontology.py --dev --weights), never on the test terms
+or on curated text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from search.core.models import TermHit
+from search.engines import TermEngine
+from search.ontology.encoder.runtime import Nearest, TermEncoders
+from search.ontology.model import Ontology
+from search.text.analysis import canonical_label, normalise, query_variants
+
+#: how deep each side goes into the fusion
+LEXICAL_DEPTH = 30
+ENCODER_POOL = 30
+#: the cosine's weight against the lexical score (bench/bench_ontology.py --dev --weights …)
+WEIGHT = 1.0
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="flysift-term-encoder")
+
+
+def exact_ids(query: str, lexical: list[TermHit]) -> list[str]:
+    """The lexical hits whose name or matched synonym is the query (word-view tokens equal), in lexical order."""
+    forms = {f for f in (normalise(query), normalise(canonical_label(query))) if f}
+    return [h.id for h in lexical if forms & {normalise(h.name), normalise(h.matched_synonym or "")}]
+
+
+def fuse(query: str, lexical: list[TermHit], lexical_depth: int, neighbours: list[Nearest],
+         cosines: dict[str, tuple[float, int]], limit: int, weight: float = WEIGHT) -> list[tuple[str, float]]:
+    """The best ``limit`` ``(id, fused score)`` of the lexical hits (asked ``lexical_depth`` deep) and the
+    encoder's neighbours; ``cosines`` holds the cosine of lexical hits the neighbours lack."""
+    lex = {h.id: h.score for h in lexical}
+    floor = min(lex.values()) if lex and len(lexical) >= lexical_depth else 0.0
+    cos = {tid: c for tid, (c, _) in cosines.items()}
+    cos.update((n.id, n.score) for n in neighbours)
+    order = {tid: i for i, tid in enumerate([*lex, *(n.id for n in neighbours)])}
+    scores = {tid: lex.get(tid, floor) + weight * cos.get(tid, 0.0) for tid in order}
+    pinned = exact_ids(query, lexical)
+    rest = sorted((tid for tid in scores if tid not in set(pinned)), key=lambda t: (-scores[t], order[t]))
+    top = max(scores.values(), default=0.0)
+    out = [(tid, top + 1e-4 * (len(pinned) - i)) for i, tid in enumerate(pinned)]   # pinned first, in order
+    return (out + [(tid, scores[tid]) for tid in rest])[:limit]
+
+
+def search(encoders: TermEncoders, engine: TermEngine, name: str, query: str, limit: int, filters: dict[str, Any],
+           mode: str, *, lexical: Callable[[int], list[TermHit]], ontology: Callable[[], Ontology],
+           ontology_key: Any, weight: float | None = None) -> list[TermHit]:
+    """Term search in ``mode`` dense or hybrid with the data dir's encoder (:class:`DenseUnavailable` when it does
+    not fit the served ontology). The filters (aspect, hidden ids) apply to both sides; the encoder holds live terms
+    only. Hits come from the lexical side or the engine (``term_hits``), so they read alike."""
+    loaded = encoders.get(name, ontology, ontology_key)
+    exclude = filters.get("exclude_ids") or frozenset()
+    if mode == "dense":
+        vector = loaded.encoder.encode([query])[0]
+        neighbours = loaded.vectors.nearest(vector, limit, exclude=exclude, aspect=filters.get("aspect"))
+        ranked = [(n.id, n.score) for n in neighbours]
+        known: dict[str, TermHit] = {}
+    else:
+        # the query is embedded while the lexical side ranks (ONNX Runtime releases the GIL): on two free cores a
+        # hybrid search takes about the longer of the two, not their sum
+        pending = _POOL.submit(loaded.encoder.encode, [query])
+        depth = max(limit, LEXICAL_DEPTH)
+        lex = lexical(depth)
+        vector = pending.result()[0]
+        neighbours = loaded.vectors.nearest(vector, max(limit, ENCODER_POOL), exclude=exclude,
+                                            aspect=filters.get("aspect"))
+        have = {n.id for n in neighbours}
+        cosines = loaded.vectors.cosines(vector, [h.id for h in lex if h.id not in have])
+        ranked = fuse(query, lex, depth, neighbours, cosines, limit, WEIGHT if weight is None else weight)
+        known = {h.id: h for h in lex}
+    missing = [tid for tid, _ in ranked if tid not in known]
+    if missing:
+        tokens = {t for v in query_variants(query) for t in v}
+        known.update((h.id, h) for h in engine.term_hits(name, missing, tokens))
+    return [known[tid].model_copy(update={"score": round(score, 4)}) for tid, score in ranked if tid in known]
