@@ -188,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--papers", type=int, default=2000)
     ap.add_argument("--words", type=int, default=1500, help="mean words per generated paper")
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--part-rounds", type=int, default=100,
+                    help="rounds of the marked paper page's parts (one call each is ~0.3-1 ms)")
     ap.add_argument("--work", type=Path, default=Path("bench-work/workbench"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--weight-data-dir", type=Path, default=None,
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     queries += [(f"{g.symbol} expression", g.symbol) for g in genes[4:8]]
     queries += [(w, None) for w in WORD_QUERIES]
     res = asyncio.run(measure(app, queries, args.rounds))
-    parts = asyncio.run(paper_parts(app, queries, args.rounds))
+    parts = asyncio.run(paper_parts(app, queries, args.part_rounds))
     assets = sum(len(static_file(n)) for n in STATIC)
     pairs = {"search": ("search_page", "search_json"), "paper": ("paper_page", "paper_json"),
              "paper_plain": ("paper_page_plain", "paper_json")}
