@@ -8,7 +8,8 @@ rounds of the five requests interleaved (JSON search, search page, JSON paper, p
 marked, paper page unmarked), CPU (``process_time``:
 every thread of the process) and wall per request; medians and 10th percentiles per route, and the page/JSON ratio of
 each (load from other processes adds to both routes and pulls a ratio of medians towards 1; the fast tenth carries
-less of it).
+less of it). Then, for the queries with a gene, the parts of the marked paper page without the HTTP stack: the
+service's view marked and unmarked, and the template rendering it.
 
     .venv/bin/python bench/bench_workbench.py --papers 2000 --work bench-work/workbench
 """
@@ -21,6 +22,7 @@ import json
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -122,6 +124,44 @@ async def measure(app: Any, queries: list[tuple[str, str | None]], rounds: int) 
                    "bytes_max": max(sizes[name]), "bytes_median": statistics.median(sizes[name])} for name in cpu}
 
 
+async def paper_parts(app: Any, queries: list[tuple[str, str | None]], rounds: int) -> dict[str, Any]:
+    """Where a marked paper page's time goes, without the HTTP stack: per query with a gene (``gene=``), on its top
+    paper, the service's view marked (the query read, the passages split, the query's words and the gene's names
+    marked) and unmarked, and the template rendering the marked view; CPU ms, interleaved like the routes."""
+    from search.sessions.policy import expansion_names
+    from search.web.reading import SearchForm
+    from search.web.render import render
+
+    search, sessions = app.state.search, app.state.sessions
+    cpu: dict[str, list[float]] = {}
+    for q, gene in queries:
+        if not gene:
+            continue
+        status, raw = await call(app, "POST", "/v1/papers/search", body={"query": q, "limit": 1})
+        if status != 200 or not json.loads(raw)["hits"]:
+            continue
+        pmcid = json.loads(raw)["hits"][0]["pmcid"]
+        options = {"expansions": expansion_names("snapshot", sessions.lexicon().resolve(gene)), "syntax": "query",
+                   "foldable": sessions.fold_set(), "compounds": sessions.compound_set()}
+        form = SearchForm(q=q, gene=gene)
+        page = {"auth": False, "caller": None, "csrf": "x" * 43, "csrf_field": "csrf", "path": f"/papers/{pmcid}",
+                "runs_enabled": False, "form": form, "evidence": "", "mark_terms": False, "evidence_passage": None,
+                "query_error": None, "terms_error": None, "title": q}
+        view = search.paper_view(pmcid, query=q, **options)
+        parts = {"view_marked": partial(search.paper_view, pmcid, query=q, **options),
+                 "view_unmarked": partial(search.paper_view, pmcid),
+                 "render_marked": partial(render, "paper.html", paper=view, **page)}
+        for f in parts.values():   # warm-up
+            f()
+        for _ in range(rounds):
+            for name, f in parts.items():
+                c0 = time.process_time()
+                f()
+                cpu.setdefault(name, []).append((time.process_time() - c0) * 1000)
+    return {name: {"cpu_ms_median": statistics.median(v), "cpu_ms_p10": statistics.quantiles(v, n=10)[0],
+                   "calls": len(v)} for name, v in cpu.items()}
+
+
 async def paper_weights(data_dir: Path, query: str, terms: bool = False) -> dict[str, Any]:
     """Every paper page of an existing index (e.g. CRAFT's): unmarked, with ``query`` marked and (``terms``) with its
     ontology terms marked too (the heaviest page); per variant the largest and the median page."""
@@ -148,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--papers", type=int, default=2000)
     ap.add_argument("--words", type=int, default=1500, help="mean words per generated paper")
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--part-rounds", type=int, default=100,
+                    help="rounds of the marked paper page's parts (one call each is ~0.3-1 ms)")
     ap.add_argument("--work", type=Path, default=Path("bench-work/workbench"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--weight-data-dir", type=Path, default=None,
@@ -163,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     queries += [(f"{g.symbol} expression", g.symbol) for g in genes[4:8]]
     queries += [(w, None) for w in WORD_QUERIES]
     res = asyncio.run(measure(app, queries, args.rounds))
+    parts = asyncio.run(paper_parts(app, queries, args.part_rounds))
     assets = sum(len(static_file(n)) for n in STATIC)
     pairs = {"search": ("search_page", "search_json"), "paper": ("paper_page", "paper_json"),
              "paper_plain": ("paper_page_plain", "paper_json")}
@@ -175,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.weight_data_dir is not None:
         weight["index"] = asyncio.run(paper_weights(args.weight_data_dir, args.weight_query, args.weight_terms))
     out = {"papers": args.papers, "words": args.words, "rounds": args.rounds, "queries": len(queries),
-           "routes": res, "cpu_ratio_page_to_json": ratio, "cpu_ratio_page_to_json_p10": ratio_p10,
+           "routes": res, "marked_paper_parts": parts, "cpu_ratio_page_to_json": ratio,
+           "cpu_ratio_page_to_json_p10": ratio_p10,
            "page_weight": weight, "machine": machine()}
     write_json(args.out or args.work / "results.json", out)
     rows = [[name, f"{r['cpu_ms_median']:.2f}", f"{r['cpu_ms_p10']:.2f}", f"{r['wall_ms_median']:.2f}", r["calls"],
@@ -187,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({ratio_p10['paper_plain']:.2f}x) unmarked; load average {out['machine']['load_avg_1m']}; page weight "
           f"with CSS+JS "
           f"({assets:,} bytes): search ≤ {weight['search_page_max']:,} bytes, paper ≤ {weight['paper_page_max']:,}")
+    print("marked paper page, parts (queries with gene=, CPU ms median / p10): " + ", ".join(
+        f"{name} {r['cpu_ms_median']:.2f} / {r['cpu_ms_p10']:.2f}" for name, r in parts.items()))
     if "index" in weight:
         w = weight["index"]
         for name, v in w["variants"].items():

@@ -129,8 +129,27 @@ class Marker:
     def marks_many(self, texts: Sequence[str], field: str | None = None) -> list[TextMarks]:
         """The marks of each text, found in one pass over the texts joined by blank lines (no token spans
         whitespace, so each match lies within one text): a paper is two passes, not two per passage."""
+        return [TextMarks.model_construct(highlights=h, names=n, terms=[]) for h, n in self._spans(texts, field)]
+
+    def marks_fields(self, fields: Sequence[tuple[str | None, Sequence[str]]]) -> list[list[tuple[list[Span],
+                                                                                                  list[Span]]]]:
+        """Per field (title, abstract, body) and text, its matches and the gene's names among them. Fields the same
+        clauses light up (a query that names no field) are marked in one pass over all their texts together."""
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, (field, _) in enumerate(fields):
+            groups.setdefault((id(self.words.for_field(field)), id(self.names.for_field(field))), []).append(i)
+        out: list[list[tuple[list[Span], list[Span]]]] = [[] for _ in fields]
+        for members in groups.values():
+            found = self._spans([t for i in members for t in fields[i][1]], fields[members[0]][0])
+            at = 0
+            for i in members:
+                out[i], at = found[at:at + len(fields[i][1])], at + len(fields[i][1])
+        return out
+
+    def _spans(self, texts: Sequence[str], field: str | None) -> list[tuple[list[Span], list[Span]]]:
+        """Per text: every match, and those of them that are the gene's names (see :meth:`marks_many`)."""
         if self.empty or not any(texts):
-            return [TextMarks.model_construct(highlights=[], names=[], terms=[]) for _ in texts]
+            return [([], []) for _ in texts]
         whole = "\n\n".join(texts)
         names = self.names.for_field(field).spans(whole)
         starts = [s for s, _ in names]
@@ -141,7 +160,7 @@ class Marker:
 
         spans = sorted([(s, e, True) for s, e in names]
                        + [(s, e, False) for s, e in self.words.for_field(field).spans(whole) if free(s, e)])
-        out: list[TextMarks] = []
+        out: list[tuple[list[Span], list[Span]]] = []
         at, i = 0, 0
         for text in texts:
             end = at + len(text)
@@ -153,7 +172,7 @@ class Marker:
                 if is_name:
                     own.append((s - at, e - at))
                 i += 1
-            out.append(TextMarks.model_construct(highlights=mine, names=own, terms=[]))
+            out.append((mine, own))
             at = end + 2
         return out
 
@@ -298,29 +317,29 @@ class BrowseService:
         wanted = self.check_sections(sections)
         paper = self.get_paper(pmcid, collection)
         marker = self.marker(query, expansions, syntax=syntax, foldable=foldable, compounds=compounds)
-        title = marker.marks(paper.title, "title")
-        view = PaperView(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
-                         authors=paper.authors, title=paper.title, title_highlights=title.highlights,
-                         title_names=title.names, supplements=paper.supplements)
         names = {0: ("ABSTRACT", "Abstract")} | {i: (s.type, s.title) for i, s in enumerate(paper.sections, start=1)}
         shown = [p for p in split_passages(paper)
                  if wanted is None or names.get(p.section_index, ("OTHER", None))[0] in wanted]
         abstract = [p for p in shown if p.section_index == 0]
         body = [p for p in shown if p.section_index != 0]
-        marks = dict(zip([p.id for p in abstract], marker.marks_many([p.text for p in abstract], "abstract"),
-                         strict=True))
-        marks.update(zip([p.id for p in body], marker.marks_many([p.text for p in body]), strict=True))
+        (title,), in_abstract, in_body = marker.marks_fields([("title", [paper.title]),
+                                                             ("abstract", [p.text for p in abstract]),
+                                                             (None, [p.text for p in body])])
+        view = PaperView(pmcid=paper.pmcid, pmid=paper.pmid, doi=paper.doi, year=paper.year, journal=paper.journal,
+                         authors=paper.authors, title=paper.title, title_highlights=title[0], title_names=title[1],
+                         supplements=paper.supplements)
+        marks = dict(zip([p.id for p in abstract], in_abstract, strict=True))
+        marks.update(zip([p.id for p in body], in_body, strict=True))
         current, at = MarkedSection(type=""), -1
         for p in shown:
             if p.section_index != at:
                 kind, heading = names.get(p.section_index, ("OTHER", None))
                 current, at = MarkedSection(index=p.section_index, type=kind, title=heading), p.section_index
                 view.sections.append(current)
-            m = marks[p.id]
-            view.matches += len(m.highlights)
+            found, own = marks[p.id]
+            view.matches += len(found)
             current.passages.append(MarkedParagraph.model_construct(
-                passage_id=p.id, text=p.text, start=p.start, end=p.end, highlights=m.highlights, names=m.names,
-                terms=[]))
+                passage_id=p.id, text=p.text, start=p.start, end=p.end, highlights=found, names=own, terms=[]))
         view.matches += len(view.title_highlights)
         if terms:
             self.mark_terms(view, collection, recognise)

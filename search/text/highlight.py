@@ -110,10 +110,16 @@ class Highlighters:
     def __init__(self, clauses: Sequence[Clause]):
         self._clauses = list(clauses)
         self._by_field: dict[str | None, Highlighter] = {}
+        self._by_choice: dict[tuple[int, ...], Highlighter] = {}
 
     def for_field(self, field: str | None) -> Highlighter:
+        """The field's highlighter: the same object for fields the same clauses light up (a query that names no
+        field: one highlighter, built once, for the title, the abstract and the body)."""
         if field not in self._by_field:
-            self._by_field[field] = Highlighter([c for c in self._clauses if c.field in (None, field)], stem)
+            chosen = tuple(i for i, c in enumerate(self._clauses) if c.field in (None, field))
+            if chosen not in self._by_choice:
+                self._by_choice[chosen] = Highlighter([self._clauses[i] for i in chosen], stem)
+            self._by_field[field] = self._by_choice[chosen]
         return self._by_field[field]
 
 

@@ -14,11 +14,15 @@ from search.text.snippets import Highlighter
 PIECES = ["Dl", "dl", "Su(H)", "(Su(H)),", "E(spl)m8-HLH", "l(2)gl", "α-Cat", "abd-A", "N", "n", "Notch", "NOTCH",
           "expression", "expressed", "Expressing", "coexpression", "wing", "wings", "Wingless", "margin", "the",
           "İstanbul", "ΟΔΟΣ", "σίγμα", "ΑΣ.Β", "ß-gal", "ﬁnger", "x" * 150 + "expression", "Dl" + "a" * 120, "2.5",
-          "1:1", ".", ",", ";", "(", ")", "-", "\u00a0", "\u2003", "\n", "\n\n", "\t"]
+          "1:1", ".", ",", ";", "(", ")", "-", "\u00a0", "\u2003", "\n", "\n\n", "\t",
+          # words of genes' full names: several prefixes, some starting with others (``a`` and ``abd``)
+          "Enhancer", "of", "offset", "split", "helix-loop-helix", "a", "A", "abdominal", "abdomen", "lethal", "(2)",
+          "giant", "larvae", "l", "gl", "2"]
 QUERIES = [("symbol", "Dl"), ("symbol", "Su(H)"), ("symbol", "N"), ("symbol", "α-Cat"), ("word", "expression"),
            ("word", "wing margin"), ("word", "notch"), ("word", "istanbul"), ("word", "οδος"), ("word", "ας"),
            ("word", "finger"), ("symbol", "x" * 150 + "expression"), ("word", "gal"), ("symbol", "Cat"),
-           ("symbol", "A"), ("symbol", "H")]
+           ("symbol", "A"), ("symbol", "H"), ("word", "Enhancer of split m8, helix-loop-helix"),
+           ("word", "abdominal A"), ("word", "lethal (2) giant larvae"), ("word", "a abd abdomen")]
 
 
 def _full_scan(h: Highlighter, clauses: list[Clause], text: str) -> list[tuple[int, int]]:
