@@ -83,12 +83,12 @@ def create(settings: Settings, dest: Path, *, link: bool = True,
     if not _empty_or_missing(dest):
         raise BackupError(f"{dest} is not empty: back up into a new folder (a backup is never merged into another).",
                           details={"dest": str(dest)})
+    engine = open_engine(settings)   # (a configuration error before any folder is made)
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = dest.parent / f".{dest.name}.partial-{secrets.token_hex(4)}"
     work.mkdir()
     t0 = time.time()
     manifest: dict[str, Any] = {"format": FORMAT, "flysift": __version__, "created": t0, "not_included": []}
-    engine = open_engine(settings)
     try:
         manifest["engine"] = engine.name
         manifest["sessions"] = _store(settings, engine, work, say, manifest["not_included"])

@@ -191,6 +191,14 @@ def test_a_backup_with_a_cluster_snapshot_needs_its_cluster(tmp_path: Path):
         ops_backup.verify(tmp_path / "b")
 
 
+def test_a_configuration_error_leaves_no_half_backup(tmp_path: Path):
+    data = _data(tmp_path)
+    env = {"FLYSIFT_COLLECTIONS": json.dumps({"default": {"bm25_k1": 2.0}})}   # k1 needs the cluster engine
+    r = CliRunner().invoke(main, ["backup", "create", str(tmp_path / "b"), "--data-dir", str(data)], env=env)
+    assert r.exit_code != 0 and "config_error" in r.output, r.output
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".b.")]
+
+
 def test_a_backup_never_lands_in_a_folder_that_holds_something(tmp_path: Path):
     data = _data(tmp_path)
     (tmp_path / "b").mkdir()
