@@ -51,7 +51,8 @@ def backup() -> None:
               help="Copy index files even where hard links would do (a backup on the same filesystem links them)")
 def backup_create(dest: Path, data_dir: Path | None, copy_files: bool) -> None:
     """Back up the data dir into DEST (a new folder): the session store, every published build and term index, the
-    ontologies, the cursor secret and the lexicon, consistent while the service runs."""
+    ontologies, the cursor secret and the lexicon, consistent while the service runs. In cluster mode the indexes and
+    the cluster session store go into a snapshot in the cluster's repository, named in DEST's manifest."""
     from search.ops import backup as ops_backup
 
     settings = settings_for(data_dir)
@@ -60,6 +61,11 @@ def backup_create(dest: Path, data_dir: Path | None, copy_files: bool) -> None:
     click.echo(f"backup of {settings.data_dir} in {dest}: {manifest['sessions'].get('sessions', 0)} sessions, "
                f"collections: {colls or 'none'}; {len(manifest['files'])} files, {manifest['bytes'] / 2**20:.1f} MiB, "
                f"{manifest['seconds']:.1f} s", err=True)
+    if "snapshot" in manifest:
+        snap = manifest["snapshot"]
+        click.echo(f"  cluster snapshot {snap['snapshot']} in repository {snap['repository']}: "
+                   f"{len(snap['indices'])} indexes, {snap['documents']} documents"
+                   f"{' (the session store included)' if manifest['sessions'].get('in_snapshot') else ''}", err=True)
     for missing in manifest["not_included"]:
         click.secho(f"  not included: {missing}", fg="yellow", err=True)
 
@@ -67,24 +73,37 @@ def backup_create(dest: Path, data_dir: Path | None, copy_files: bool) -> None:
 @backup.command("verify")
 @click.argument("src", type=click.Path(path_type=Path, exists=True, file_okay=False))
 def backup_verify(src: Path) -> None:
-    """Check every file of the backup in SRC against its manifest (size and SHA-256)."""
+    """Check every file of the backup in SRC against its manifest (size and SHA-256), and its cluster snapshot (if it
+    has one) in the configured cluster: there, ended SUCCESS, holding every index."""
     from search.ops import backup as ops_backup
 
-    manifest = ops_backup.verify(src)
+    manifest = ops_backup.verify(src, settings_for(None))
     click.echo(f"{src}: {len(manifest['files'])} files as listed, made {time_of(manifest['created'])} by flysift "
                f"{manifest['flysift']}", err=True)
+    if "snapshot_checked" in manifest:
+        snap = manifest["snapshot_checked"]
+        click.echo(f"  cluster snapshot {snap['snapshot']}: SUCCESS, all {len(manifest['snapshot']['indices'])} "
+                   "indexes present", err=True)
 
 
 @backup.command("restore")
 @click.argument("src", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--data-dir", type=click.Path(path_type=Path), required=True, help="Where to restore it")
-@click.option("--force", is_flag=True, help="Replace a data dir that is there (it is kept beside, renamed)")
+@click.option("--force", is_flag=True, help="Replace a data dir that is there (it is kept beside, renamed) and, for "
+              "a backup with a cluster snapshot, the deployment's live indexes in the cluster")
 def backup_restore(src: Path, data_dir: Path, force: bool) -> None:
-    """Restore the backup in SRC as DATA_DIR, after checking every file. Stop the service that uses DATA_DIR first."""
+    """Restore the backup in SRC as DATA_DIR, after checking every file, and its cluster snapshot (if it has one) into
+    the configured cluster. Stop the service that uses DATA_DIR first."""
     from search.ops import backup as ops_backup
 
-    done = ops_backup.restore(src, data_dir, force=force, say=lambda m: click.echo(f"  {m}", err=True))
+    done = ops_backup.restore(src, data_dir, force=force, settings=settings_for(data_dir),
+                              say=lambda m: click.echo(f"  {m}", err=True))
     click.echo(f"restored {src} (made {time_of(done['created'])}) into {data_dir}", err=True)
+    if done.get("restored_snapshot"):
+        snap = done["restored_snapshot"]
+        click.echo(f"  cluster snapshot {snap['snapshot']}: {len(snap['indices'])} indexes, {snap['documents']} "
+                   f"documents, serving now" + (f"; replaced {len(snap['replaced'])} indexes" if snap['replaced']
+                                                 else ""), err=True)
     if done.get("replaced"):
         click.echo(f"  the data dir that was there is now {done['replaced']}", err=True)
     click.echo(f"  check it: flysift doctor --data-dir {data_dir}", err=True)

@@ -154,6 +154,10 @@ class Settings(Model):
                                          "store's included); default: 1 where the cluster has two or more data nodes "
                                          "(one node may be lost), else 0")
     cluster_keep_versions: int = 2
+    cluster_snapshot_location: str | None = Field(
+        None, max_length=4096, description="Folder of the shared-filesystem snapshot repository that `flysift backup` "
+        "uses in cluster mode (registered once as <prefix>-backups); it must lie under every node's path.repo, a "
+        "relative one is taken under it; default: the index prefix")
     cluster_bulk_concurrency: int | None = Field(None, ge=1, le=32, description="_bulk requests in flight while "
                                                  "indexing; default 2 per data node, at least 2")
 

@@ -23,14 +23,15 @@ from search.engines.protocol import (
     Capabilities,
     Engine,
     PublishedBuild,
+    Snapshotting,
     TermEngine,
     VectorStore,
     VectorWriter,
 )
 
 __all__ = ["MIN_PUBLISH_SHARE", "Backupable", "Build", "BuildRefused", "Capabilities", "Engine", "PublishedBuild",
-           "StorageError", "TermEngine", "VectorStore", "VectorWriter", "capabilities_of", "check_settings",
-           "collection_names", "open_engine", "open_local", "publish_refusal", "storage_error"]
+           "Snapshotting", "StorageError", "TermEngine", "VectorStore", "VectorWriter", "capabilities_of",
+           "check_settings", "collection_names", "open_engine", "open_local", "publish_refusal", "storage_error"]
 
 
 def capabilities_of(settings: Settings) -> Capabilities:

@@ -271,3 +271,25 @@ class Backupable(Protocol):
     def backup(self, dest: Path, link: bool = True) -> dict[str, Any]:
         """Copy the published state into ``dest`` in the data dir's layout, consistently, while serving; returns
         what was copied (for the manifest)."""
+
+
+@runtime_checkable
+class Snapshotting(Protocol):
+    """An engine that keeps its indexes, and a session store beside them, in a cluster that backs them up itself (the
+    snapshot API into a repository the nodes share): ``flysift backup`` asks it for a snapshot and records the
+    snapshot's name in the backup's manifest, then checks and restores it by that name."""
+
+    def create_snapshot(self) -> dict[str, Any]:
+        """Snapshot every index of the deployment (collections, term indexes, the session store) and wait for it;
+        returns at least ``snapshot``, ``repository``, ``indices`` and ``documents``."""
+
+    def check_snapshot(self, name: str, indices: list[str]) -> dict[str, Any]:
+        """The snapshot ``name`` after checking that it exists, ended SUCCESS and holds every one of ``indices``;
+        raises a ``FlysiftError`` naming what is wrong."""
+
+    def live_indexes(self) -> list[str]:
+        """The deployment's indexes in the cluster now (what a restore would replace)."""
+
+    def restore_snapshot(self, name: str) -> dict[str, Any]:
+        """Bring the deployment's indexes back to snapshot ``name``, the live ones serving until the copy is
+        proven."""

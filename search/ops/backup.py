@@ -6,11 +6,18 @@ traces, names, submissions, teams and keys as of one instant), every collection'
 term index (the engine's part: ``Engine`` with the ``Backupable`` capability; hard links on the same filesystem),
 the ontology files (each replaced atomically by the indexer, so each is whole), the cursor secret (so cursors handed
 out before stay valid) and the lexicon. ``flysift-backup.json`` lists every file with its size and SHA-256 and is
-written last: a folder without it is not a backup. An engine that keeps its indexes elsewhere (a cluster: its
-snapshot repository) and a store that is not a file (the cluster store) are named in ``not_included``.
+written last: a folder without it is not a backup. An engine that keeps its indexes in a cluster (``Snapshotting``)
+is asked for a snapshot of them, the cluster session store's included, into the cluster's snapshot repository
+(``FLYSIFT_CLUSTER_SNAPSHOT_LOCATION``); the manifest records the snapshot's name and indices (``snapshot``), and
+``verify`` asks the cluster whether that snapshot exists, ended SUCCESS and holds every one of them. What a backup
+cannot hold is named in ``not_included``.
 
-Restore checks every file against the manifest, copies (never links) into a new folder beside the target and moves
-it into place; it refuses a target that holds a data dir unless ``force``, and then keeps the old one beside it.
+Restore checks every file against the manifest (and the snapshot in the cluster), copies (never links) into a new
+folder beside the target and moves it into place; it refuses a target that holds a data dir unless ``force``, and
+then keeps the old one beside it. A backup with a snapshot restores it too, first (a failure leaves both the data dir
+and the live indexes as they were); it refuses a cluster that holds live indexes of the deployment unless ``force``,
+and then the restored copy replaces them once it is proven (the replaced indexes are deleted: the cluster keeps no
+second copy, so back them up first).
 Stop the service first (or point it at the restored dir): a running service keeps its open files.
 """
 
@@ -29,7 +36,7 @@ from typing import Any
 from search import __version__
 from search.core.config import Settings
 from search.core.errors import FlysiftError
-from search.engines import Backupable, capabilities_of, open_engine
+from search.engines import Backupable, Engine, Snapshotting, capabilities_of, open_engine
 from search.sessions.store import store_kind
 
 MANIFEST = "flysift-backup.json"
@@ -76,18 +83,23 @@ def create(settings: Settings, dest: Path, *, link: bool = True,
     if not _empty_or_missing(dest):
         raise BackupError(f"{dest} is not empty: back up into a new folder (a backup is never merged into another).",
                           details={"dest": str(dest)})
+    engine = open_engine(settings)   # (a configuration error before any folder is made)
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = dest.parent / f".{dest.name}.partial-{secrets.token_hex(4)}"
     work.mkdir()
     t0 = time.time()
     manifest: dict[str, Any] = {"format": FORMAT, "flysift": __version__, "created": t0, "not_included": []}
     try:
-        manifest["sessions"] = _store(settings, work, say, manifest["not_included"])
-        engine = open_engine(settings)
         manifest["engine"] = engine.name
+        manifest["sessions"] = _store(settings, engine, work, say, manifest["not_included"])
         if isinstance(engine, Backupable):
             say("indexes: published builds and term indexes" + (" (hard links where possible)" if link else ""))
             manifest["indexes"] = engine.backup(work, link)
+        elif isinstance(engine, Snapshotting):
+            say(f"indexes{' and session store' if manifest['sessions'].get('in_snapshot') else ''}: "
+                "a cluster snapshot")
+            snap = engine.create_snapshot()
+            manifest["snapshot"] = {k: snap[k] for k in ("snapshot", "repository", "indices", "documents")}
         else:
             manifest["not_included"].append(f"the {engine.name} engine's indexes: back them up with the cluster's "
                                             "snapshot API (docs/operations.md)")
@@ -113,11 +125,16 @@ def create(settings: Settings, dest: Path, *, link: bool = True,
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+    finally:
+        engine.close()
     return manifest
 
 
-def _store(settings: Settings, work: Path, say: Callable[[str], None], not_included: list[str]) -> dict[str, Any]:
+def _store(settings: Settings, engine: Engine, work: Path, say: Callable[[str], None],
+           not_included: list[str]) -> dict[str, Any]:
     if store_kind(settings, shared=capabilities_of(settings).shared) != "sqlite":
+        if isinstance(engine, Snapshotting):   # the cluster store's indexes live beside the engine's
+            return {"store": "cluster", "in_snapshot": True}
         not_included.append("the cluster session store: back it up with the cluster's snapshot API")
         return {}
     path = settings.session_db or Path(settings.data_dir) / "sessions.sqlite"
@@ -140,9 +157,10 @@ def _store(settings: Settings, work: Path, say: Callable[[str], None], not_inclu
     return {"sessions": n}
 
 
-def verify(src: Path) -> dict[str, Any]:
+def verify(src: Path, settings: Settings | None = None) -> dict[str, Any]:
     """The manifest of the backup in ``src`` after checking every file it lists (size and SHA-256) and that no file
-    is missing; ``BackupError`` naming the first file that differs."""
+    is missing; ``BackupError`` naming the first file that differs. A backup with a cluster snapshot is checked in the
+    cluster of ``settings`` too (required then)."""
     src = Path(src)
     try:
         manifest = json.loads((src / MANIFEST).read_text())
@@ -161,21 +179,57 @@ def verify(src: Path) -> dict[str, Any]:
         if path.stat().st_size != meta.get("bytes") or _sha256(path) != meta.get("sha256"):
             raise BackupError(f"backup file {rel} differs from the manifest (damaged or changed)",
                               details={"file": rel})
+    snap = manifest.get("snapshot")
+    if snap is not None:
+        if not isinstance(snap, dict) or not isinstance(snap.get("snapshot"), str) or not isinstance(
+                snap.get("indices"), list):
+            raise BackupError(f"{src / MANIFEST}: its snapshot entry is not what flysift writes.")
+        if settings is None:
+            raise BackupError(f"{src} holds cluster snapshot {snap['snapshot'][:100]}: settings for its cluster are "
+                              "needed to check it.")
+        engine = open_engine(settings)
+        try:
+            if not isinstance(engine, Snapshotting):
+                raise BackupError(f"{src} holds cluster snapshot {snap['snapshot'][:100]}, but the {engine.name} "
+                                  "engine is configured: set FLYSIFT_CLUSTER_URL (and the backup's index prefix).")
+            manifest["snapshot_checked"] = engine.check_snapshot(snap["snapshot"], [str(i) for i in snap["indices"]])
+        finally:
+            engine.close()
     return manifest
 
 
-def restore(src: Path, data_dir: Path, *, force: bool = False,
+def restore(src: Path, data_dir: Path, *, force: bool = False, settings: Settings | None = None,
             say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Restore the backup in ``src`` as ``data_dir``; returns the manifest and, with ``force``, where the data dir
-    that was there went (``replaced``)."""
+    """Restore the backup in ``src`` as ``data_dir`` (and its cluster snapshot into the cluster of ``settings``);
+    returns the manifest, with ``force`` where the data dir that was there went (``replaced``), and what the
+    snapshot's restore did (``restored_snapshot``)."""
     src, data_dir = Path(src), Path(data_dir)
     say("checking the backup")
-    manifest = verify(src)
+    manifest = verify(src, settings)
     live = [m for m in LIVE_MARKS if (data_dir / m).exists()]
     if live and not force:
         raise BackupError(f"{data_dir} holds a data dir ({', '.join(live)}): restore into a new folder, or pass "
                           "--force to replace it (the old one is kept beside it). Stop the service using it first.",
                           details={"data_dir": str(data_dir), "found": live})
+    engine = open_engine(settings) if settings is not None and "snapshot" in manifest else None
+    try:
+        if isinstance(engine, Snapshotting):
+            indexes = engine.live_indexes()
+            if indexes and not force:
+                raise BackupError(f"The cluster holds {len(indexes)} live indexes of this deployment (e.g. "
+                                  f"{indexes[0]}): pass --force to replace them by the snapshot's (they serve until "
+                                  "the restored copy is proven, then are deleted; back them up first).",
+                                  details={"found": indexes[:20]})
+        return _restore_files(src, data_dir, manifest, engine, say)
+    finally:
+        if engine is not None:
+            engine.close()
+
+
+def _restore_files(src: Path, data_dir: Path, manifest: dict[str, Any], engine: Engine | None,
+                   say: Callable[[str], None]) -> dict[str, Any]:
+    """Copy the files into a new folder, restore the snapshot (``engine``: one that is ``Snapshotting``), then move
+    the folder into place: a failing snapshot restore leaves the data dir as it was."""
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     work = data_dir.parent / f".{data_dir.name}.restoring-{secrets.token_hex(4)}"
     say(f"copying {len(manifest['files'])} files")
@@ -192,6 +246,10 @@ def restore(src: Path, data_dir: Path, *, force: bool = False,
         secret = work / "cursor_secret"
         if secret.exists():
             secret.chmod(0o600)
+        restored = None
+        if isinstance(engine, Snapshotting):
+            say(f"restoring cluster snapshot {manifest['snapshot']['snapshot']}")
+            restored = engine.restore_snapshot(manifest["snapshot"]["snapshot"])
         replaced = None
         if data_dir.exists() and any(data_dir.iterdir()):
             replaced = data_dir.with_name(f"{data_dir.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
@@ -202,4 +260,4 @@ def restore(src: Path, data_dir: Path, *, force: bool = False,
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return {**manifest, "replaced": str(replaced) if replaced else None}
+    return {**manifest, "replaced": str(replaced) if replaced else None, "restored_snapshot": restored}

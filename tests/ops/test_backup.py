@@ -171,6 +171,34 @@ def test_a_damaged_backup_is_refused_naming_the_file(tmp_path: Path):
     assert r.exit_code == 2 and "not a flysift backup" in r.output
 
 
+def test_a_backup_with_a_cluster_snapshot_needs_its_cluster(tmp_path: Path):
+    """The snapshot of a cluster-mode backup is checked in the cluster: without one configured, verify and restore
+    refuse in one line (test_backup_cluster.py does the rest on a real node)."""
+    data = _data(tmp_path)
+    CliRunner().invoke(main, ["backup", "create", str(tmp_path / "b"), "--data-dir", str(data)])
+    manifest = json.loads((tmp_path / "b" / ops_backup.MANIFEST).read_text())
+    manifest["snapshot"] = {"snapshot": "flysift-20260101-000000", "repository": "flysift-backups",
+                            "indices": ["flysift-sessions-sessions"], "documents": 3}
+    (tmp_path / "b" / ops_backup.MANIFEST).write_text(json.dumps(manifest))
+    env = {"FLYSIFT_CLUSTER_URL": "", "FLYSIFT_ENGINE": "embedded"}
+    for args in (["verify", str(tmp_path / "b")],
+                 ["restore", str(tmp_path / "b"), "--data-dir", str(tmp_path / "new")]):
+        r = CliRunner().invoke(main, ["backup", *args], env=env)
+        assert r.exit_code == 2 and "holds cluster snapshot flysift-20260101-000000" in r.output, r.output
+        assert "FLYSIFT_CLUSTER_URL" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(ops_backup.BackupError, match="settings for its cluster"):
+        ops_backup.verify(tmp_path / "b")
+
+
+def test_a_configuration_error_leaves_no_half_backup(tmp_path: Path):
+    data = _data(tmp_path)
+    env = {"FLYSIFT_COLLECTIONS": json.dumps({"default": {"bm25_k1": 2.0}})}   # k1 needs the cluster engine
+    r = CliRunner().invoke(main, ["backup", "create", str(tmp_path / "b"), "--data-dir", str(data)], env=env)
+    assert r.exit_code != 0 and "config_error" in r.output, r.output
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".b.")]
+
+
 def test_a_backup_never_lands_in_a_folder_that_holds_something(tmp_path: Path):
     data = _data(tmp_path)
     (tmp_path / "b").mkdir()

@@ -49,7 +49,7 @@ from search.core.models import (
 from search.core.names import DEFAULT_COLLECTION, index_missing
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
-from search.engines.cluster import CAPABILITIES, snapshots
+from search.engines.cluster import CAPABILITIES
 from search.engines.cluster import terms as term_index
 from search.engines.cluster.browse import Browse
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
@@ -76,6 +76,7 @@ from search.engines.cluster.mappings import (
 )
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, snippet
 from search.engines.cluster.query import highlight as unified_highlight
+from search.engines.cluster.snapshots import Snapshots
 from search.engines.cluster.transport import (
     POOL_SIZE,
     RETRYABLE,
@@ -236,9 +237,9 @@ class ClusterBuild:
 
 
 # ---- the engine ----------------------------------------------------------------------------------------------------
-class ClusterEngine(Browse):
+class ClusterEngine(Browse, Snapshots):
     """The ``Engine`` protocol over an Elasticsearch 8 or OpenSearch cluster (facets, heads, document frequencies:
-    ``Browse``)."""
+    ``Browse``; backups: ``Snapshots``)."""
 
     name = "cluster"
     capabilities = CAPABILITIES
@@ -251,7 +252,7 @@ class ClusterEngine(Browse):
         self.base = self.prefix if collection == DEFAULT_COLLECTION else f"{self.prefix}-{collection}"
         self.builds_index = f"{self.prefix}-builds"
         self.shards, self._replicas = settings.cluster_shards, settings.cluster_replicas
-        self.keep = settings.cluster_keep_versions
+        self.keep, self.snapshot_location = settings.cluster_keep_versions, settings.cluster_snapshot_location
         self.min_publish_share = settings.min_publish_share
         self.chunk_bytes, self.max_retries, self.backoff_s = chunk_bytes, max_retries, backoff_s
         self._bulk_concurrency = bulk_concurrency or settings.cluster_bulk_concurrency
@@ -777,20 +778,6 @@ class ClusterEngine(Browse):
     def health(self) -> ClusterHealth:
         """Readiness from the health of the prefix's indices (``search.engines.cluster.health``)."""
         return cluster_health(self.t, self.prefix)
-
-    def create_snapshot(self, location: str | None = None) -> dict[str, Any]:
-        """Snapshot every index of the prefix into its repository (registered on first use at ``location``)."""
-        return snapshots.create_snapshot(self.t, self.prefix, location)
-
-    def list_snapshots(self) -> list[dict[str, Any]]:
-        return snapshots.list_snapshots(self.t, self.prefix)
-
-    def restore_snapshot(self, name: str) -> dict[str, Any]:
-        """Restore a snapshot beside the live indices, check it, switch to it (``search.engines.cluster.snapshots``)."""
-        try:
-            return snapshots.restore_snapshot(self.t, self.prefix, name, replicas=self.replicas)
-        finally:
-            self._layout = None
 
     def readiness(self, deep: bool = False) -> list[Check]:
         """``/v1/ready``'s part: the health of the prefix's indices as one check (``health.as_checks``)."""

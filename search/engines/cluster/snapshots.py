@@ -35,6 +35,8 @@ RESTORED = re.compile(r"-r[0-9]{14}$")
 #: other indices (builds, the session store) are named as they are used
 VERSIONED = re.compile(r"-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 POLL_S = 0.5
+#: a snapshot or index name as flysift makes them; a name read from a backup's manifest goes into request paths
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
 
 
 def repository_name(prefix: str) -> str:
@@ -46,7 +48,9 @@ def ensure_repository(t: Transport, prefix: str, location: str | None = None) ->
     nodes' ``path.repo``); an existing registration is kept as it is. Returns its type and settings."""
     name = repository_name(prefix)
     try:
-        return t.request("GET", f"/_snapshot/{name}", what="reading the snapshot repository")[name]
+        known = t.request("GET", f"/_snapshot/{name}", what="reading the snapshot repository")[name]
+        if location is None or known.get("settings", {}).get("location") == location:
+            return known
     except ClusterRequestError as e:
         if e.http_status != 404:
             raise
@@ -56,9 +60,10 @@ def ensure_repository(t: Transport, prefix: str, location: str | None = None) ->
         t.request("PUT", f"/_snapshot/{name}", body, what="registering the snapshot repository")
     except ClusterRequestError as e:
         if "path.repo" in e.message or e.error_type == "repository_exception":
-            raise FlysiftError(f"The cluster refused the snapshot repository at {where!r}: "
-                               "every node must list a folder containing it in path.repo (deploy/cluster-local: "
-                               "HOME/snapshots; give a location under it, or a relative one).",
+            raise FlysiftError(f"The cluster refused the snapshot repository at {where[:200]!r} "
+                               "(FLYSIFT_CLUSTER_SNAPSHOT_LOCATION): every node must list a folder containing it in "
+                               "path.repo (deploy/cluster-local: HOME/snapshots); give a location under it, or a "
+                               "relative one.",
                                code="backup_refused", status=409,
                                details={"location": where}) from None
         raise
@@ -114,6 +119,29 @@ def create_snapshot(t: Transport, prefix: str, location: str | None = None,
     return {"snapshot": name, "repository": repo, "indices": sorted(live), "state": state,
             "shards": shards.get("successful"), "seconds": round(time.monotonic() - t0, 3),
             "documents": sum(v["docs"] for v in live.values())}
+
+
+def check_snapshot(t: Transport, prefix: str, name: str, indices: list[str]) -> dict[str, Any]:
+    """Snapshot ``name`` of the prefix's repository, checked: it exists, ended SUCCESS with no failed shard, and holds
+    every index of ``indices``. Returns its name, state, indices and shards."""
+    repo = repository_name(prefix)
+    info = _snapshot_info(t, repo, name)
+    if info is None:
+        valid = [s["snapshot"] for s in list_snapshots(t, prefix)]
+        raise NotFound(f"No snapshot {name[:100]!r} in repository {repo} (deleted, or another repository location: "
+                       "FLYSIFT_CLUSTER_SNAPSHOT_LOCATION).", details={"snapshot": name[:100], "valid": valid[-20:]})
+    shards = info.get("shards") or {}
+    if info.get("state") != "SUCCESS" or shards.get("failed"):
+        raise FlysiftError(f"Snapshot {name} is {info.get('state')} with {shards.get('failed', 0)} failed shards: "
+                           "it cannot be restored whole.", code="backup_damaged", status=409,
+                           details={"snapshot": name, "state": info.get("state")})
+    missing = sorted(set(indices) - set(info.get("indices") or []))
+    if missing:
+        raise FlysiftError(f"Snapshot {name} lacks {len(missing)} of the backup's indices ({', '.join(missing[:3])}"
+                           f"{'…' if len(missing) > 3 else ''}).", code="backup_damaged", status=409,
+                           details={"snapshot": name, "missing": missing[:20]})
+    return {"snapshot": name, "repository": repo, "state": "SUCCESS", "indices": sorted(info.get("indices") or []),
+            "shards": shards.get("successful")}
 
 
 def _snapshot_info(t: Transport, repo: str, name: str) -> dict[str, Any] | None:
@@ -274,3 +302,50 @@ def _targets(t: Transport, name: str) -> list[str] | None:
         if e.http_status != 404:
             raise
     return None if _exists(t, name) else []
+
+
+class Snapshots:
+    """The cluster engine's ``Snapshotting`` (mixed into ``ClusterEngine``): every index of its prefix, the session
+    store's included, into the repository at ``snapshot_location`` (``Settings.cluster_snapshot_location``)."""
+
+    t: Transport
+    prefix: str
+    snapshot_location: str | None
+    _layout: Any
+
+    @property
+    def replicas(self) -> int:
+        raise NotImplementedError
+
+    def create_snapshot(self, location: str | None = None) -> dict[str, Any]:
+        """Snapshot every index of the prefix into its repository (registered on first use at ``location``, else the
+        configured one)."""
+        return create_snapshot(self.t, self.prefix, location or self.snapshot_location)
+
+    def list_snapshots(self) -> list[dict[str, Any]]:
+        return list_snapshots(self.t, self.prefix)
+
+    def check_snapshot(self, name: str, indices: list[str]) -> dict[str, Any]:
+        _check_names([name, *indices])
+        ensure_repository(self.t, self.prefix, self.snapshot_location)
+        return check_snapshot(self.t, self.prefix, name, indices)
+
+    def live_indexes(self) -> list[str]:
+        return sorted(_live_indices(self.t, self.prefix))
+
+    def restore_snapshot(self, name: str) -> dict[str, Any]:
+        """Restore a snapshot beside the live indices, check it, switch to it (module docstring); the repository is
+        registered first where it is not (a new cluster given the same location)."""
+        _check_names([name])
+        ensure_repository(self.t, self.prefix, self.snapshot_location)
+        try:
+            return restore_snapshot(self.t, self.prefix, name, replicas=self.replicas)
+        finally:
+            self._layout = None
+
+
+def _check_names(names: list[str]) -> None:
+    bad = next((n for n in names if not NAME.fullmatch(n)), None)
+    if bad is not None:
+        raise InvalidRequest(f"{bad[:60]!r} is not a snapshot or index name flysift makes (a-z, 0-9, . _ -).",
+                             details={"name": bad[:60]})
