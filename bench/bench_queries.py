@@ -436,6 +436,10 @@ def main() -> None:
         (args.out / "grid.json").write_text(json.dumps(res, indent=1))
         return
 
+    missing = [m for m in ("bm25s", "Stemmer") if importlib.util.find_spec(m) is None]
+    if missing and args.collections:  # the collections' reference run; generated papers alone need neither
+        sys.exit(f"bench_queries: the reference BM25 needs the bench extra ({', '.join(missing)} missing): "
+                 "pip install -e '.[bench]'")
     old = planner_at(args.compare_planner) if args.compare_planner else None
     started = time.perf_counter(), time.process_time()
     with local_service() as url, Client(url) as client:
