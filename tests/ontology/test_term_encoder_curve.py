@@ -101,10 +101,12 @@ def test_the_best_point_is_chosen_on_dev_figures_only():
 
 
 def test_the_table_has_a_row_per_point():
-    points = [_point("baseline", 0.61, 0.6), {**_point("pairs-all", 0.7, 0.65), "max_pairs_per_term": curve.ALL_PAIRS}]
+    points = [_point("baseline", 0.61, 0.6), {**_point("pairs-all", 0.7, 0.65), "max_pairs_per_term": curve.ALL_PAIRS},
+              _point("base", 0.2, 0.1, epochs=0)]
     text = curve.markdown(points)
     lines = text.strip().splitlines()
-    assert len(lines) == 4 and "go test top-1 / top-5" in lines[0]
+    assert len(lines) == 5 and "go test top-1 / top-5" in lines[0]
+    assert lines[4].startswith("| base | untrained | 0 | – | – |") and "0.100 / 0.200" in lines[4]
     assert "| pairs-all | pairs per term | 2 | all | siblings + model |" in lines[3]
     assert "0.305 / 0.610" in lines[2] and "1,234" in lines[2] and "| 61 | 40 |" in lines[2]
 

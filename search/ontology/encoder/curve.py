@@ -134,6 +134,8 @@ def markdown(points: Sequence[dict[str, Any]]) -> str:
         row = [p["point"], p["factor"], str(p["epochs"]), pairs, p["negatives"], f"{p['lr']:g}",
                str(p["frozen_layers"]), f"{p['pairs_per_epoch']:,}", f"{p['train_cpu_seconds']:,.0f}",
                f"{p['train_seconds']:,.0f}"]
+        if not p["epochs"]:   # the untrained model: no training settings to speak of
+            row[3:10] = ["–"] * 7
         for o in names:
             m = p["metrics"].get(o, {})
             row += [_fig(m, "test"), _fig(m, "dev")]

@@ -18,8 +18,8 @@ uninterrupted one would have.
 
 **Devices.** ``cpu`` (every core this process may use; bfloat16 autocast where the CPU has AVX512-BF16, else
 float32) and ``cuda`` (float16 autocast with a gradient scaler). Layers below ``frozen_layers`` and the word
-embeddings are frozen: their backward pass and optimizer state cost time on a CPU and buy little for labels
-this short (docs/ontologies.md has the curve).
+embeddings are frozen: their backward pass and optimizer state cost time on a CPU (what training them would buy
+is the ``frozen-0`` point of bench/bench_term_encoder_curve.py, not measured yet).
 
 Torch and sentence-transformers (the ``dense`` extra) are imported inside the functions: the term service never
 imports this module.
