@@ -285,9 +285,12 @@ def test_a_running_engine_answers_through_the_restore_and_from_the_restored_data
     engine.close()
 
 
+@pytest.mark.parametrize("fails", ["switch", "second clone"])
 def test_a_restore_that_fails_before_the_switch_leaves_the_live_data_serving(
-        cluster_settings: Settings, cluster_node: ClusterNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+        cluster_settings: Settings, cluster_node: ClusterNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        fails: str):
     from search.engines.cluster import snapshots
+    from search.engines.cluster.transport import Transport
     from search.ops import backup
 
     settings = cluster_settings.model_copy(update={"session_store": "cluster"})
@@ -300,12 +303,28 @@ def test_a_restore_that_fails_before_the_switch_leaves_the_live_data_serving(
     def broken_switch(*args: object) -> None:   # the cluster refusing the switch, after the restore and the clones
         raise FlysiftError("the switch failed", code="restore_failed", status=500)
 
-    monkeypatch.setattr(snapshots, "_switch", broken_switch)
+    if fails == "switch":
+        monkeypatch.setattr(snapshots, "_switch", broken_switch)
+    else:   # the cluster refusing the second clone of a plain index, the first one made (and write-blocked)
+        request, clones = Transport.request, []
+
+        def refusing(self: Transport, method: str, path: str, *args: object, **kw: object) -> object:
+            if "/_clone/" in path:
+                clones.append(path)
+                if len(clones) == 2:
+                    broken_switch()
+            return request(self, method, path, *args, **kw)
+
+        monkeypatch.setattr(Transport, "request", refusing)
     with pytest.raises(FlysiftError, match="the switch failed"):
         backup.restore(dest, tmp_path / "restored", force=True, settings=settings)
+    monkeypatch.undo()
     assert not (tmp_path / "restored").exists()
     assert _answer(engine) == changed and engine.live_indexes() == live   # nothing restored or cloned is left
     assert cluster_node.indices(f"{prefix}-*") == live and engine.replaced_indexes() == []
+    blocked = cluster_node.call("GET", f"/{prefix}-*/_settings/index.blocks.write?flat_settings=true")
+    assert {i: v["settings"] for i, v in blocked.items() if v["settings"]} in ({}, {
+        i: {"index.blocks.write": "false"} for i, v in blocked.items() if v["settings"]})   # every block lifted
     store = ClusterStore.from_settings(settings)   # the session index takes writes again (its write block lifted)
     store.create_session(Session(id="ses_after", team="lab1", gene=Gene(id="FBgn0000463", symbol="Dl"),
                                  max_papers=5, created_at=time.time()))

@@ -213,7 +213,7 @@ def restore_snapshot(t: Transport, prefix: str, snapshot: str, *, replicas: int,
         _await_restored(t, restored, recorded, wait, timeout_s, t0)
         builds = _rename_builds(t, prefix, restored, suffix)
         if keep_replaced:
-            clones = _clone_plain(t, _plain_replaced(t, recorded, restored), suffix, wait, timeout_s, t0)
+            _clone_plain(t, _plain_replaced(t, recorded, restored), suffix, clones, wait, timeout_s, t0)
         switched = _switch(t, recorded, restored)
     except BaseException:
         t.request("DELETE", "/" + ",".join(sorted([*restored.values(), *clones.values()])),
@@ -262,14 +262,14 @@ def _plain_replaced(t: Transport, recorded: dict[str, dict[str, Any]], restored:
     return sorted(plain)
 
 
-def _clone_plain(t: Transport, plain: list[str], suffix: str, wait: Callable[[float], None], timeout_s: float,
-                 t0: float) -> dict[str, str]:
-    """Each plain index cloned to ``<index>-replaced<suffix>`` (a clone needs a write block on its source: writes
-    are refused from here to the switch, which is what replaces the index anyway). Returns {index: clone}."""
-    clones: dict[str, str] = {}
+def _clone_plain(t: Transport, plain: list[str], suffix: str, clones: dict[str, str],
+                 wait: Callable[[float], None], timeout_s: float, t0: float) -> None:
+    """Each plain index cloned to ``<index>-replaced<suffix>``, recorded in ``clones`` ({index: clone}) before any
+    request, so a failure midway is undone whole (a clone needs a write block on its source: writes are refused from
+    here to the switch, which is what replaces the index anyway)."""
     for index in plain:
-        t.request("PUT", f"/{index}/_settings", {"index.blocks.write": True}, what="blocking writes for a clone")
         clones[index] = f"{index}-replaced{suffix}"
+        t.request("PUT", f"/{index}/_settings", {"index.blocks.write": True}, what="blocking writes for a clone")
         t.request("POST", f"/{index}/_clone/{clones[index]}", {"settings": {"index.blocks.write": None}},
                   what="keeping a replaced index")
     if clones:
@@ -279,7 +279,6 @@ def _clone_plain(t: Transport, plain: list[str], suffix: str, wait: Callable[[fl
                 raise FlysiftError(f"Keeping {names} did not finish in {timeout_s:g} s.", code="restore_failed",
                                    status=504)
             wait(POLL_S)
-    return clones
 
 
 def replaced_indices(t: Transport, prefix: str) -> list[dict[str, Any]]:
