@@ -106,6 +106,9 @@ def backup_restore(src: Path, data_dir: Path, force: bool) -> None:
                    f"documents, serving now", err=True)
         for index, aliases in snap["replaced"].items():
             click.echo(f"  kept, closed: {index}" + (f" (served {', '.join(aliases)})" if aliases else ""), err=True)
+        for index in snap.get("not_closed") or []:
+            click.echo(f"  warning: {index} could not be closed (copies still recovering); it serves nothing: close "
+                       "it later (POST /<index>/_close) so `flysift backup replaced` lists it", err=True)
         if snap["replaced"]:
             click.echo("  the way back: docs/operations.md; delete them: flysift backup replaced --drop", err=True)
     if done.get("replaced"):

@@ -248,7 +248,7 @@ def test_a_running_engine_answers_through_the_restore_and_from_the_restored_data
 
     # the replaced indices are kept, closed, with the aliases they served, and listed
     snap = done["result"]["restored_snapshot"]
-    assert snap["replaced"][replaced_papers] == [f"{prefix}-papers"]
+    assert snap["not_closed"] == [] and snap["replaced"][replaced_papers] == [f"{prefix}-papers"]
     assert snap["replaced"][f"{prefix}-sessions-sessions-replaced{snap['indices'][0][-16:]}"] == [
         f"{prefix}-sessions-sessions"]   # the plain session index, cloned before its name became an alias
     env = _env(settings)

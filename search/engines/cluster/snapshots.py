@@ -43,6 +43,8 @@ RESTORED = re.compile(r"-r[0-9]{14}$")
 #: (builds, the session store) are named as they are used
 VERSIONED = re.compile(r"-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 POLL_S = 0.5
+#: seconds a restore keeps trying to close the indices it replaced (``_close_replaced``)
+CLOSE_PATIENCE_S = 300.0
 #: a snapshot or index name as flysift makes them; a name read from a backup's manifest goes into request paths
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
 
@@ -226,29 +228,41 @@ def restore_snapshot(t: Transport, prefix: str, snapshot: str, *, replicas: int,
     plain = set(switched["plain"])   # names that are aliases now
     old = sorted((set(before) | set(switched["replaced"]) | set(clones.values())) - named - set(restored.values())
                  - plain)
+    open_left: list[str] = []
     if old and keep_replaced:
-        t.request("POST", "/" + ",".join(old) + "/_close", params={"ignore_unavailable": "true"},
-                  what="closing replaced")
-        _await_closed(t, old, wait, timeout_s, t0)
+        open_left = _close_replaced(t, old, wait, min(timeout_s, CLOSE_PATIENCE_S))
     elif old:
         t.request("DELETE", "/" + ",".join(old), params={"ignore_unavailable": "true"}, what="dropping replaced")
     served = {**{i: v["aliases"] for i, v in before.items()}, **{c: [p] for p, c in clones.items()}}
     return {"snapshot": snapshot, "indices": sorted(restored.values()), "aliases": switched["aliases"],
-            "replaced": {i: served.get(i, []) for i in old}, "kept": keep_replaced, "builds_renamed": builds,
+            "replaced": {i: served.get(i, []) for i in old}, "kept": keep_replaced, "not_closed": open_left,
+            "builds_renamed": builds,
             "seconds": round(time.monotonic() - t0, 3),
             "documents": sum(v.get("docs", 0) for v in recorded.values())}
 
 
-def _await_closed(t: Transport, names: list[str], wait: Callable[[float], None], timeout_s: float,
-                  t0: float) -> None:
-    """A closed index's shards are allocated again (the cluster is red for that moment): wait for it, so the restore
-    ends with the cluster as healthy as it began."""
-    while t.request("GET", f"/_cluster/health/{','.join(names)}", params={"expand_wildcards": "all"},
-                    what="closing replaced").get("status") not in ("green", "yellow"):
-        if time.monotonic() - t0 > timeout_s:
-            raise FlysiftError(f"The replaced indices were closed, but their shards were not allocated in "
-                               f"{timeout_s:g} s (the restored ones serve).", code="restore_failed", status=504)
+def _close_replaced(t: Transport, names: list[str], wait: Callable[[float], None], patience_s: float) -> list[str]:
+    """Close the replaced indices and wait until their shards are allocated again (closing turns an index red for
+    that moment), so the restore ends with the cluster as healthy as it began. The cluster refuses to close an index
+    whose copies are still being recovered (a replica of a build published just before: each shard is verified
+    first), so a refused close is tried again for up to ``patience_s``; what is still open then is returned, not
+    raised: the switch is done, and an index no alias names serves nothing (close or drop it by hand)."""
+    left, t1 = list(names), time.monotonic()
+    while left:
+        res = t.request("POST", "/" + ",".join(left) + "/_close", params={"ignore_unavailable": "true"},
+                        what="closing replaced")
+        states = res.get("indices") or {}
+        left = [i for i in left if i in states and not states[i].get("closed")]
+        if not left or time.monotonic() - t1 > patience_s:
+            break
         wait(POLL_S)
+    closed = [i for i in names if i not in left]
+    while closed and t.request("GET", f"/_cluster/health/{','.join(closed)}", params={"expand_wildcards": "all"},
+                               what="closing replaced").get("status") not in ("green", "yellow"):
+        if time.monotonic() - t1 > patience_s:
+            break
+        wait(POLL_S)
+    return left
 
 
 def _plain_replaced(t: Transport, recorded: dict[str, dict[str, Any]], restored: dict[str, str]) -> list[str]:
