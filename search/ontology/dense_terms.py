@@ -40,7 +40,7 @@ from search.core.names import check_ontology
 from search.engines import TermEngine
 from search.engines.dense import DenseUnavailable, embed, load_encoder, model_name, resolve_encoder
 from search.ontology.model import Ontology
-from search.ontology.query_vectors import QueryVectors
+from search.ontology.query_vectors import QueryVectors, dot_rows
 from search.retrieval.fusion import rrf
 from search.text.analysis import query_variants
 
@@ -274,7 +274,7 @@ class DenseTerms:
         n = len(self.vectors)
         if n == 0 or k <= 0:
             return []
-        scores = self.vectors @ vector.reshape(-1).astype(np.float32)
+        scores = dot_rows(self.vectors, vector)
         want = min(n, 4 * k)
         while True:
             top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)

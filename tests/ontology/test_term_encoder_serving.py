@@ -15,7 +15,7 @@ from search.core.models import TermHit
 from search.ontology import dense_terms
 from search.ontology.encoder import artefact, fusion, tuning
 from search.ontology.encoder.runtime import LabelVectors, Loaded
-from search.ontology.query_vectors import QueryVectors
+from search.ontology.query_vectors import QueryVectors, dot_rows
 
 
 class _Counting:
@@ -61,6 +61,13 @@ def test_the_dense_term_index_embeds_queries_through_the_shared_helper(tmp_path,
     v = indexes.query_vector(index, "scent perception")
     assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-6)
     assert indexes.query_vector(index, "scent perception") is v and len(embed.calls) == 1
+
+
+def test_dot_rows_is_the_matrix_product_on_this_thread():
+    rng = np.random.default_rng(3)
+    rows, v = rng.normal(size=(300, 8)).astype(np.float32), rng.normal(size=8)
+    got = dot_rows(rows, v)
+    assert got.dtype == np.float32 and np.allclose(got, rows @ v.astype(np.float32), atol=1e-5)
 
 
 # ---- label vectors ------------------------------------------------------------------------------------------------

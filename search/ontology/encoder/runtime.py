@@ -27,7 +27,7 @@ from search.engines.dense import DenseUnavailable
 from search.ontology.encoder import artefact
 from search.ontology.encoder.labels import LabelTable
 from search.ontology.model import Ontology
-from search.ontology.query_vectors import QueryVectors, unit_rows
+from search.ontology.query_vectors import QueryVectors, dot_rows, unit_rows
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ class LabelVectors:
             scores, rows = self.hnsw.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), want)
             keep = rows[0] >= 0
             return rows[0][keep].astype(np.int64), scores[0][keep]
-        scores = self.vectors @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        scores = dot_rows(self.vectors, vector)
         top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
         top = top[np.argsort(-scores[top], kind="stable")]
         return top, scores[top]
@@ -226,7 +226,7 @@ class LabelVectors:
         counts = np.asarray([self.start[t + 1] for _, t in terms], dtype=np.int64) - starts
         offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
         rows = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
-        scores = np.asarray(self.vectors[rows], dtype=np.float32) @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        scores = dot_rows(np.asarray(self.vectors[rows], dtype=np.float32), vector)
         out: dict[str, tuple[float, int]] = {}
         for (tid, _), a, n in zip(terms, offsets.tolist(), counts.tolist(), strict=True):
             j = a + int(np.argmax(scores[a:a + n]))
