@@ -5,8 +5,8 @@ threads of a hybrid search), in-process, limit 10. Queries are distinct seeded s
 (each process sees each query once: the query-vector cache never answers). The machine's load average is printed
 before and after.
 
-    .venv/bin/python bench/bench_term_latency.py --data-dir /tmp/data [--baseline main] [--ontologies go,fbbt]
-        [--queries 300] [--modes bm25,hybrid] [--block 25] [--json out.json]
+    .venv/bin/python bench/bench_term_latency.py --data-dir /tmp/data [--baseline main] [--this HEAD]
+        [--ontologies go,fbbt] [--queries 300] [--modes bm25,hybrid] [--block 25] [--json out.json]
 
 ``--baseline none`` measures this tree alone. The baseline is ``git archive REF`` extracted to a temporary folder
 and run with this virtual environment.
@@ -69,6 +69,8 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, required=True, help="A data dir with the ontologies indexed and a term "
                                                                  "encoder (flysift train term-encoder)")
     ap.add_argument("--baseline", default="main", help="A git ref to compare with, or 'none' [main]")
+    ap.add_argument("--this", help="Measure this git ref (archived like the baseline) instead of the working tree, "
+                                   "which may then be edited while the run goes on")
     ap.add_argument("--ontologies", type=lambda s: s.split(","), default=["go"])
     ap.add_argument("--modes", type=lambda s: s.split(","), default=["bm25", "hybrid"])
     ap.add_argument("--queries", type=int, default=300)
@@ -80,16 +82,19 @@ def main() -> None:
     if args.child:
         return child(args.child)
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"this tree": ROOT}
-        if args.baseline != "none":
-            base = Path(tmp) / "baseline"
-            base.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline], check=True,
-                                     capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-            commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline], check=True,
+        def archived(ref: str, folder: str) -> tuple[str, Path]:
+            dest = Path(tmp) / folder
+            dest.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+            commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], check=True,
                                     capture_output=True, text=True).stdout.strip()
-            trees = {f"baseline {args.baseline} ({commit})": base, **trees}
+            return f"{ref} ({commit})", dest
+
+        trees = dict([archived(args.this, "this")]) if args.this else {"this tree": ROOT}
+        if args.baseline != "none":
+            label, base = archived(args.baseline, "baseline")
+            trees = {f"baseline {label}": base, **trees}
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         procs = {}
         for label, tree in trees.items():
