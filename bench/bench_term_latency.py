@@ -64,6 +64,34 @@ def pct(xs: list[float], f: float) -> float:
     return xs[min(len(xs) - 1, int(f * len(xs)))]
 
 
+def measure(procs: dict[str, subprocess.Popen], args: argparse.Namespace) -> dict[str, dict]:
+    """Each ontology and mode: the same queries to every worker, in blocks, who goes first alternating."""
+    def ask(label: str, req: dict) -> list:
+        p = procs[label]
+        p.stdin.write(json.dumps(req) + "\n")   # type: ignore[union-attr]
+        p.stdin.flush()   # type: ignore[union-attr]
+        return json.loads(p.stdout.readline())   # type: ignore[union-attr]
+
+    results: dict[str, dict] = {}
+    for name in args.ontologies:
+        qs = queries(args.data_dir, name, args.queries, args.seed)
+        for label in procs:
+            ask(label, {"warm": True, "ontology": name, "modes": args.modes})
+        for mode in args.modes:
+            got: dict[str, list] = {label: [] for label in procs}
+            for b, s in enumerate(range(0, len(qs), args.block)):
+                order = list(procs) if b % 2 == 0 else list(procs)[::-1]
+                for label in order:
+                    got[label] += ask(label, {"ontology": name, "mode": mode, "queries": qs[s:s + args.block]})
+            for label, xs in got.items():
+                wall, cpu = [w for w, _ in xs], [c for _, c in xs]
+                results[f"{name} {mode} {label}"] = {
+                    "ontology": name, "mode": mode, "tree": label, "queries": len(xs),
+                    "wall_p50": pct(wall, .5), "wall_p99": pct(wall, .99),
+                    "cpu_p50": pct(cpu, .5), "cpu_p99": pct(cpu, .99)}
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, required=True, help="A data dir with the ontologies indexed and a term "
@@ -109,31 +137,9 @@ def main() -> None:
             ready = json.loads(p.stdout.readline())   # type: ignore[union-attr]
             assert Path(ready["root"]).resolve() == Path(trees[label]).resolve(), (label, ready)
 
-        def ask(label: str, req: dict) -> list:
-            p = procs[label]
-            p.stdin.write(json.dumps(req) + "\n")   # type: ignore[union-attr]
-            p.stdin.flush()   # type: ignore[union-attr]
-            return json.loads(p.stdout.readline())   # type: ignore[union-attr]
-
         load0 = os.getloadavg()
         t0 = time.perf_counter()
-        results: dict[str, dict] = {}
-        for name in args.ontologies:
-            qs = queries(args.data_dir, name, args.queries, args.seed)
-            for label in procs:
-                ask(label, {"warm": True, "ontology": name, "modes": args.modes})
-            for mode in args.modes:
-                got: dict[str, list] = {label: [] for label in procs}
-                for b, s in enumerate(range(0, len(qs), args.block)):
-                    order = list(procs) if b % 2 == 0 else list(procs)[::-1]   # who goes first alternates
-                    for label in order:
-                        got[label] += ask(label, {"ontology": name, "mode": mode, "queries": qs[s:s + args.block]})
-                for label, xs in got.items():
-                    wall, cpu = [w for w, _ in xs], [c for _, c in xs]
-                    results[f"{name} {mode} {label}"] = {
-                        "ontology": name, "mode": mode, "tree": label, "queries": len(xs),
-                        "wall_p50": pct(wall, .5), "wall_p99": pct(wall, .99),
-                        "cpu_p50": pct(cpu, .5), "cpu_p99": pct(cpu, .99)}
+        results = measure(procs, args)
         for p in procs.values():
             p.stdin.close()   # type: ignore[union-attr]
             p.wait(timeout=60)
