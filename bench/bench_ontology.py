@@ -696,6 +696,9 @@ def main() -> None:
     ap.add_argument("--dev", action="store_true", help="With --encoder: the encoder's dev terms (for tuning)")
     ap.add_argument("--weights", type=lambda s: [float(w) for w in s.split(",")],
                     help="With --encoder: score hybrid at each of these fusion weights (tune on --dev only)")
+    ap.add_argument("--skip-latency", action="store_true", help="Leave out the latency part (with an encoder, "
+                                                                "bench/bench_term_latency.py measures it against "
+                                                                "a baseline)")
     ap.add_argument("--record", action="store_true", help="With --dev --weights: write the best dev weight per "
                                                           "ontology into the encoder's manifest (where term search "
                                                           "reads it)")
@@ -730,7 +733,8 @@ def main() -> None:
             full = full_service(onts, tmp / "full")
             modes = (None,)
         rows += measuring_sets(full, args.data, onts, args.ablations, modes)
-        rows.append({"latency": latency(full, onts, tmp / "full", args.seed, modes=modes, port=args.port)})
+        if not args.skip_latency:
+            rows.append({"latency": latency(full, onts, tmp / "full", args.seed, modes=modes, port=args.port)})
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
 
