@@ -533,6 +533,7 @@ def write_cut_encoder(folder: Path, manifest: dict, data_dir: Path, cut: Ontolog
     (dest / artefact.MODEL_DIR).symlink_to(folder / artefact.MODEL_DIR)
     (dest / artefact.ONNX_FILE).symlink_to(folder / artefact.ONNX_FILE)
     entry = write_vectors(dest, table, vectors[rows], hnsw=False)
+    entry["fusion_weight"] = manifest["ontologies"][cut.name].get("fusion_weight")   # the served weight goes too
     artefact.write_json(dest / artefact.MANIFEST, {**manifest, "ontologies": {cut.name: entry}})
     artefact.write_json(artefact.root(data_dir) / artefact.CURRENT, {"version": manifest["version"]})
 
@@ -557,13 +558,13 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
     """Strict and leave-one-out hold-outs on the encoder's held-out terms, for lexical, encoder alone and fused
     (every fusion weight of ``--weights``), searched through the service like any request (exact vector search:
     each cut index is one matrix product; the served HNSW graph is compared with it under Latency)."""
-    from search.ontology.encoder import fusion
+    from search.ontology.encoder import fusion, tuning
     from search.ontology.encoder.mf import activity_shaped
     from search.ontology.encoder.runtime import TermEncoders
 
     folder, manifest = encoder_artefact(args.encoder)
     which = "dev" if args.dev else "test"
-    weights = args.weights or [fusion.WEIGHT]
+    weights = args.weights or [None]   # None: the weight the manifest records (fusion.weight_of)
     t = manifest["training"]
     print(f"\n## Term encoder {manifest['version']}\n\ntrained {t['seconds'] / 60:.1f} min wall, "
           f"{t['cpu_seconds'] / 60:.1f} min CPU ({t['device']}, {t['precision']}, {t['threads']} threads; "
@@ -571,6 +572,10 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
           f"embedded in {t['embed_seconds'] / 60:.1f} min wall ({t['embed_cpu_seconds'] / 60:.1f} min CPU); "
           f"artefact {manifest['sizes']['total'] / 2 ** 20:.0f} MiB (model {manifest['sizes']['model'] / 2 ** 20:.0f}, "
           f"int8 ONNX {manifest['sizes']['onnx'] / 2 ** 20:.0f}, vectors {manifest['sizes']['vectors'] / 2 ** 20:.0f})")
+    recorded = {n: e.get("fusion_weight") for n, e in manifest["ontologies"].items()}
+    print("fusion weight (manifest): " + ", ".join(
+        f"{n} {w if w is not None else f'{fusion.DEFAULT_WEIGHT} (default)'}" for n, w in recorded.items())
+          + (f"; tuned on {manifest['fusion']['tuned_on']} terms" if "fusion" in manifest else ""))
     for e in t["epochs"]:
         print(f"- epoch {e['epoch']}: {e['pairs']:,} pairs, {e['batches']:,} batches, mean loss {e['loss']:.3f}, "
               f"hard negatives {e['negatives']}")
@@ -583,7 +588,7 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
         if name not in manifest["held_out"]:
             continue
         ont = onts[name]
-        held = set(manifest["held_out"][name][which])
+        held = tuning.held_out_terms(manifest, name, which)
         full = full_vectors(folder, manifest, ont)
         cands = capped([c for c in eligible(ont) if c[1] in held], PER_TERM, args.seed)
         queries = draw(cands, args.go_sample if name == "go" else None, args.seed)
@@ -600,16 +605,17 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
                 write_cut_encoder(folder, manifest, d, cut, full)
                 svc = folder_terms(d)
                 svc.encoders = TermEncoders(d, exact=True)
-                served_weight = fusion.WEIGHT
-                try:
-                    for mode, w in [(m, None) for m in ENCODER_MODES[:2]] + [("hybrid", w) for w in weights]:
-                        label = mode if w is None or len(weights) == 1 else f"hybrid w={w}"
-                        fusion.WEIGHT = served_weight if w is None else w
-                        for text, tid in batch:
-                            hits = [h.id for h in svc.search(name, text, limit=5, mode=mode).hits]
-                            per.setdefault(label, []).append((text, tid, hits))
-                finally:
-                    fusion.WEIGHT = served_weight
+                # the grid sets the weight where the runtime reads it: the loaded manifest's entry (in memory)
+                served = svc.ontology(name)
+                entry = svc.encoders.get(name, lambda served=served: served,   # type: ignore[misc]
+                                         svc._indexed(name)).manifest.ontologies[name]
+                served_weight = entry.fusion_weight
+                for mode, w in [(m, None) for m in ENCODER_MODES[:2]] + [("hybrid", w) for w in weights]:
+                    label = mode if w is None or len(weights) == 1 else f"hybrid w={w}"
+                    entry.fusion_weight = served_weight if w is None else w
+                    for text, tid in batch:
+                        hits = [h.id for h in svc.search(name, text, limit=5, mode=mode).hits]
+                        per.setdefault(label, []).append((text, tid, hits))
                 shutil.rmtree(d, ignore_errors=True)
             r = {"ontology": name, "split": which, "reading": reading, "queries": len(queries),
                  "terms": len({t for _, t in queries}), "indexes": k + 1, "version": manifest["version"],
@@ -629,6 +635,16 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
                 print(f"| {aspect} | {n} | " + " | ".join(f"{c['top1']:.3f} / {c['top5']:.3f}" for c in cells.values())
                       + " |")
     return rows
+
+
+def record_weights(data_dir: Path, rows: list[dict]) -> None:
+    """The best dev weight per ontology (search.ontology.encoder.tuning), written into the encoder's manifest."""
+    from search.ontology.encoder import fusion, tuning
+
+    chosen = tuning.choose_weights(rows, fusion.DEFAULT_WEIGHT)
+    version = tuning.record(data_dir, chosen)
+    print(f"\nfusion weights chosen on the dev terms (strict top-1 + top-5), recorded in {version}'s manifest: "
+          + ", ".join(f"{n} {c['weight']} ({c['queries']} queries)" for n, c in chosen.items()))
 
 
 def _topk(results: list[tuple[str, str, list[str]]]) -> dict:
@@ -680,11 +696,19 @@ def main() -> None:
     ap.add_argument("--dev", action="store_true", help="With --encoder: the encoder's dev terms (for tuning)")
     ap.add_argument("--weights", type=lambda s: [float(w) for w in s.split(",")],
                     help="With --encoder: score hybrid at each of these fusion weights (tune on --dev only)")
+    ap.add_argument("--skip-latency", action="store_true", help="Leave out the latency part (with an encoder, "
+                                                                "bench/bench_term_latency.py measures it against "
+                                                                "a baseline)")
+    ap.add_argument("--record", action="store_true", help="With --dev --weights: write the best dev weight per "
+                                                          "ontology into the encoder's manifest (where term search "
+                                                          "reads it)")
     ap.add_argument("--port", type=int, help="Loopback port of the served API for the HTTP latency "
                                              "[default: a free one]")
     args = ap.parse_args()
     if args.weights and args.encoder and not args.dev:
         ap.error("--weights is for tuning: use it with --dev (the test terms only measure)")
+    if args.record and not (args.dev and args.weights and args.encoder):
+        ap.error("--record writes the weight chosen on the dev terms: use it with --encoder D --dev --weights …")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if args.quality_only or args.sets_only:
@@ -697,6 +721,8 @@ def main() -> None:
         if args.encoder:
             rows = [] if args.sets_only else encoder_holdout(onts, args, tmp)
             if args.dev:   # tuning looks at the dev terms only
+                if args.record:
+                    record_weights(args.encoder, rows)
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=2))
                 return
@@ -707,7 +733,8 @@ def main() -> None:
             full = full_service(onts, tmp / "full")
             modes = (None,)
         rows += measuring_sets(full, args.data, onts, args.ablations, modes)
-        rows.append({"latency": latency(full, onts, tmp / "full", args.seed, modes=modes, port=args.port)})
+        if not args.skip_latency:
+            rows.append({"latency": latency(full, onts, tmp / "full", args.seed, modes=modes, port=args.port)})
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
 

@@ -5,9 +5,9 @@
 #
 #   bash bench/gpu_dense.sh [PAPERS]        # PAPERS of ~8,300 words (default 1000: ~53,000 passages)
 #
-# Python: $PYTHON, else .venv/bin/python, else python3, if it imports torch, sentence_transformers and faiss; else a
-# virtualenv under /tmp that sees the system's packages (a preinstalled CUDA torch is reused) gets `pip install -e
-# ".[dense]"` from this working tree (PyPI must be reachable then). Writes only under $WORK (default a temp dir).
+# Python: the first of $PYTHON, .venv/bin/python, python3 that imports torch, sentence_transformers and faiss, else a
+# virtualenv under $WORK with this working tree and the dense extra (bench/gpu_env.sh). Writes only under $WORK
+# (default a temp dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAPERS=${1:-1000}
@@ -17,22 +17,8 @@ log() { echo "gpu_dense: $*" >&2; }
 # usable: the dense stack imports and flysift is installed (its `index` command is an entry point)
 CHECK="import torch, sentence_transformers, faiss, tantivy, importlib.metadata as m
 assert any(e.name == 'index' for e in m.entry_points(group='flysift.commands'))"
-PY=""
-for candidate in "${PYTHON:-}" .venv/bin/python python3; do
-  if [ -n "$candidate" ] && command -v "$candidate" >/dev/null && "$candidate" -c "$CHECK" 2>/dev/null; then
-    PY=$candidate; break
-  fi
-done
-if [ -z "$PY" ]; then
-  log "installing this working tree into $WORK/venv (system packages visible)"
-  python3 -m venv --system-site-packages "$WORK/venv"
-  # offline first: the dependencies may all be installed already; else the dense extra from the registry
-  "$WORK/venv/bin/pip" install -q --no-deps --no-build-isolation -e . >&2 2>/dev/null || true
-  "$WORK/venv/bin/python" -c "$CHECK" 2>/dev/null || "$WORK/venv/bin/pip" install -q -e ".[dense]" >&2
-  PY=$WORK/venv/bin/python
-fi
-"$PY" -c "import torch, sys; ok = torch.cuda.is_available(); print('gpu_dense:', torch.__version__,
-torch.cuda.get_device_name(0) if ok else 'NO CUDA GPU', file=sys.stderr); sys.exit(0 if ok else 3)"
+. bench/gpu_env.sh
+gpu_python gpu_dense "$CHECK"
 
 log "generating $PAPERS papers in $WORK"
 "$PY" -m indexer.synthetic --papers "$PAPERS" --words 8300 --seed 7 --out "$WORK/corpus" >&2

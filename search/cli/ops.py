@@ -1,4 +1,5 @@
-"""``flysift doctor`` (is this data dir whole, and what to run if not) and ``flysift backup create|restore``."""
+"""``flysift doctor`` (is this data dir whole, and what to run if not) and ``flysift backup
+create|verify|restore|replaced``."""
 
 from __future__ import annotations
 
@@ -102,11 +103,30 @@ def backup_restore(src: Path, data_dir: Path, force: bool) -> None:
     if done.get("restored_snapshot"):
         snap = done["restored_snapshot"]
         click.echo(f"  cluster snapshot {snap['snapshot']}: {len(snap['indices'])} indexes, {snap['documents']} "
-                   f"documents, serving now" + (f"; replaced {len(snap['replaced'])} indexes" if snap['replaced']
-                                                 else ""), err=True)
+                   f"documents, serving now", err=True)
+        for index, aliases in snap["replaced"].items():
+            click.echo(f"  kept, closed: {index}" + (f" (served {', '.join(aliases)})" if aliases else ""), err=True)
+        for index in snap.get("not_closed") or []:
+            click.echo(f"  warning: {index} could not be closed (copies still recovering); it serves nothing: close "
+                       "it later (POST /<index>/_close) so `flysift backup replaced` lists it", err=True)
+        if snap["replaced"]:
+            click.echo("  the way back: docs/operations.md; delete them: flysift backup replaced --drop", err=True)
     if done.get("replaced"):
         click.echo(f"  the data dir that was there is now {done['replaced']}", err=True)
     click.echo(f"  check it: flysift doctor --data-dir {data_dir}", err=True)
+
+
+@backup.command("replaced")
+@click.option("--drop", is_flag=True, help="Delete them (there is no way back after this)")
+def backup_replaced(drop: bool) -> None:
+    """List the cluster indexes that restores replaced and kept, closed, as the way back; --drop deletes them."""
+    from search.ops import backup as ops_backup
+
+    kept = ops_backup.replaced(settings_for(None), drop=drop)
+    for k in kept:
+        click.echo(f"{k['index']}\t{k['created'] or ''}")
+    click.echo(f"{'deleted' if drop else 'kept, closed:'} {len(kept)} replaced indexes" +
+               ("" if drop or not kept else " (delete them: flysift backup replaced --drop)"), err=True)
 
 
 def engine_name(settings: Settings) -> str:

@@ -290,6 +290,13 @@ class Snapshotting(Protocol):
     def live_indexes(self) -> list[str]:
         """The deployment's indexes in the cluster now (what a restore would replace)."""
 
-    def restore_snapshot(self, name: str) -> dict[str, Any]:
+    def restore_snapshot(self, name: str, keep_replaced: bool = True) -> dict[str, Any]:
         """Bring the deployment's indexes back to snapshot ``name``, the live ones serving until the copy is
-        proven."""
+        proven; the replaced ones are then kept, closed (the way back), unless not ``keep_replaced``. Returns at
+        least ``indices``, ``documents`` and ``replaced`` (each replaced index with the aliases it served)."""
+
+    def replaced_indexes(self) -> list[dict[str, Any]]:
+        """The indexes earlier restores replaced and kept (``index``, ``created``), oldest first."""
+
+    def drop_replaced(self) -> list[str]:
+        """Delete the indexes earlier restores kept; returns their names."""

@@ -40,6 +40,7 @@ from search.core.names import check_ontology
 from search.engines import TermEngine
 from search.engines.dense import DenseUnavailable, embed, load_encoder, model_name, resolve_encoder
 from search.ontology.model import Ontology
+from search.ontology.query_vectors import QueryVectors, dot_rows
 from search.retrieval.fusion import rrf
 from search.text.analysis import query_variants
 
@@ -273,7 +274,7 @@ class DenseTerms:
         n = len(self.vectors)
         if n == 0 or k <= 0:
             return []
-        scores = self.vectors @ vector.reshape(-1).astype(np.float32)
+        scores = dot_rows(self.vectors, vector)
         want = min(n, 4 * k)
         while True:
             top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
@@ -334,6 +335,7 @@ class DenseTermIndexes:
         self.data_dir = Path(data_dir)
         self._loaded: dict[str, tuple[tuple[Any, ...], DenseTerms | str]] = {}
         self._lock = threading.Lock()
+        self._queries: dict[tuple[str, ...], QueryVectors] = {}
 
     def get(self, name: str, ontology: Callable[[], Ontology], ontology_key: Any) -> DenseTerms:
         """The index of ``name``, checked against the served ontology (``ontology()``, whose identity is
@@ -380,7 +382,8 @@ class DenseTermIndexes:
         return why
 
     def query_vector(self, index: DenseTerms, text: str) -> np.ndarray:
-        """``text`` embedded by the index's model on the index's backend (as passage queries are)."""
+        """``text`` embedded by the index's model on the index's backend (as passage queries are), through the
+        query helper the term encoder shares (search.ontology.query_vectors: unit float32, the latest cached)."""
         m = index.manifest
         try:
             backend, device, dtype = resolve_encoder("cpu" if m["backend"] != "torch" else None, m["backend"])
@@ -388,10 +391,13 @@ class DenseTermIndexes:
             raise DenseUnavailable(f"The dense term index of {m['ontology']!r} was built with backend "
                                    f"{m['backend'][:40]!r}, which cannot run here: {e.message[:200]}",
                                    details={"ontology": m["ontology"]}) from None
-        encoder = _encoder(m["model"], backend, device, "float32" if backend == "torch" else dtype,
-                               self.data_dir if backend != "torch" else None)
-        return np.asarray(embed(encoder, [text]), dtype=np.float32)[0]
-
+        dtype = "float32" if backend == "torch" else dtype
+        key = (m["model"], backend, device, dtype)
+        queries = self._queries.get(key)
+        if queries is None:
+            encoder = _encoder(m["model"], backend, device, dtype, self.data_dir if backend != "torch" else None)
+            queries = self._queries.setdefault(key, QueryVectors(lambda texts: embed(encoder, texts)))
+        return queries(text)
 
     def search(self, engine: TermEngine, name: str, query: str, limit: int, filters: dict[str, Any], mode: str, *,
                lexical: Callable[[int], list[TermHit]], ontology: Callable[[], Ontology], ontology_key: Any

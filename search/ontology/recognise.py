@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from search.schema.terms import TermInfo
 from search.text.morphology import Morphology
 
 # ---- text units ------------------------------------------------------------------------------------------------------
@@ -124,15 +125,6 @@ def states_activity(sentence: str, start: int, end: int) -> bool:
 
 
 # ---- the recogniser --------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class TermInfo:
-    id: str
-    ontology: str
-    name: str
-    aspect: str | None
-    depth: int
-
 
 @dataclass(frozen=True)
 class Mention:

@@ -16,9 +16,11 @@ Restore checks every file against the manifest (and the snapshot in the cluster)
 folder beside the target and moves it into place; it refuses a target that holds a data dir unless ``force``, and
 then keeps the old one beside it. A backup with a snapshot restores it too, first (a failure leaves both the data dir
 and the live indexes as they were); it refuses a cluster that holds live indexes of the deployment unless ``force``,
-and then the restored copy replaces them once it is proven (the replaced indexes are deleted: the cluster keeps no
-second copy, so back them up first).
-Stop the service first (or point it at the restored dir): a running service keeps its open files.
+and then the restored copy replaces them once it is proven: a service left running answers from the live indexes
+until that switch and from the restored ones right after it. The replaced indexes are kept in the cluster, closed,
+as the way back, until ``drop_replaced`` (``flysift backup replaced --drop``) deletes them.
+Stop the service first when it has a data dir of its own (or point it at the restored dir): a running service keeps
+its open files.
 """
 
 from __future__ import annotations
@@ -218,8 +220,8 @@ def restore(src: Path, data_dir: Path, *, force: bool = False, settings: Setting
             if indexes and not force:
                 raise BackupError(f"The cluster holds {len(indexes)} live indexes of this deployment (e.g. "
                                   f"{indexes[0]}): pass --force to replace them by the snapshot's (they serve until "
-                                  "the restored copy is proven, then are deleted; back them up first).",
-                                  details={"found": indexes[:20]})
+                                  "the restored copy is proven, then are kept closed until `flysift backup replaced "
+                                  "--drop`).", details={"found": indexes[:20]})
         return _restore_files(src, data_dir, manifest, engine, say)
     finally:
         if engine is not None:
@@ -261,3 +263,20 @@ def _restore_files(src: Path, data_dir: Path, manifest: dict[str, Any], engine: 
         shutil.rmtree(work, ignore_errors=True)
         raise
     return {**manifest, "replaced": str(replaced) if replaced else None, "restored_snapshot": restored}
+
+
+def replaced(settings: Settings, *, drop: bool = False) -> list[dict[str, Any]]:
+    """The indexes earlier restores replaced and kept in the cluster of ``settings`` (``index``, ``created``); with
+    ``drop``, deleted first (then the list is what was deleted)."""
+    engine = open_engine(settings)
+    try:
+        if not isinstance(engine, Snapshotting):
+            raise BackupError(f"The {engine.name} engine keeps no replaced indexes: restores of a data dir keep the "
+                              "old one beside it (DATA_DIR.replaced-<time>); set FLYSIFT_CLUSTER_URL for a cluster.")
+        kept = engine.replaced_indexes()
+        if drop:
+            gone = set(engine.drop_replaced())
+            kept = [k for k in kept if k["index"] in gone]
+        return kept
+    finally:
+        engine.close()

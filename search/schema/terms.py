@@ -3,6 +3,7 @@ term itself and a search hit are ``search.core.models.Term`` and ``TermHit``).""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -137,6 +138,22 @@ class RecognisedMention(BaseModel):
     inflected: bool = Field(False, description="A word matched through its word form (nuclear → nucleus)")
     sentence_start: int = Field(description="Where the mention's sentence starts in its text")
     sentence_end: int
+
+
+@dataclass(frozen=True)
+class TermInfo:
+    """A recognised term as each of its mentions carries it: the recogniser (``search.ontology.recognise``) makes one
+    per term it knows, the lexical curator rebuilds it from a :class:`RecognisedMention` (:meth:`of`)."""
+
+    id: str
+    ontology: str
+    name: str
+    aspect: str | None
+    depth: int
+
+    @classmethod
+    def of(cls, m: RecognisedMention) -> TermInfo:
+        return cls(m.term_id, m.ontology, m.name, m.aspect, m.depth)
 
 
 class RecogniseResponse(BaseModel):

@@ -35,11 +35,12 @@ def _finder(needles: frozenset[str]) -> regex.Pattern:
 
 @lru_cache(maxsize=1024)
 def _prefix_finders(prefixes: frozenset[str]) -> tuple[regex.Pattern, ...]:
-    """One finder per word prefix, in a fixed order. ``regex`` finds one literal by a fast substring search, but an
-    alternation of several is tried at every character (a gene's full name gives six prefixes: ~6x the time of six
-    separate scans on a paper's text). Prefixes are letters and digits, so a match never holds another token start
-    and the union of the separate scans is the alternation's; a prefix that starts with another one (``abd`` and
-    ``a``) finds nothing more, so it is not scanned."""
+    """One finder per needle (a word prefix, a symbol term), in a fixed order. ``regex`` finds one literal by a fast
+    substring search, but an alternation of several is tried at every character (a gene's full name gives six
+    prefixes: ~6x the time of six separate scans on a paper's text; two symbols ``dl``/``Dl`` ~4x). The starts found
+    are candidates that the caller checks against the tokens there, so scanning separately may find more candidates
+    than the alternation (one inside another's match) but never other matches; a needle that starts with another one
+    (``abd`` and ``a``) finds nothing more, so it is not scanned."""
     shortest = [p for p in prefixes if not any(q != p and p.startswith(q) for q in prefixes)]
     return tuple(_finder(frozenset([p])) for p in sorted(shortest))
 
@@ -76,7 +77,7 @@ class Highlighter:
         self._word_terms.discard("")
         self._symbol_terms = {t for c in clauses if c.view == "symbol" for _, _, t in symbol_spans(c.text)}
         self._prefixes = tuple({t[:3] for t in self._word_terms})
-        self._find_symbols = _finder(frozenset(self._symbol_terms)) if self._symbol_terms else None
+        self._find_symbols = _prefix_finders(frozenset(self._symbol_terms)) if self._symbol_terms else None
         self._find_words = _prefix_finders(frozenset(self._prefixes)) if self._prefixes else None
 
     def spans(self, text: str) -> list[tuple[int, int]]:
@@ -86,8 +87,7 @@ class Highlighter:
         found: list[tuple[int, int]] = []
         if self._find_symbols is not None:
             inside = []   # candidates after punctuation: a token may start before them
-            for c in self._find_symbols.finditer(text):
-                i = c.start()
+            for i in _prefix_starts(self._find_symbols, text):
                 if i and not text[i - 1].isspace():
                     inside.append(i)
                 elif (m := _SYMBOL.match(text, i)) and m.group() in self._symbol_terms:   # a token starts here

@@ -7,7 +7,8 @@ and runs, over the frame of ``pages.py``), sign people in with their API key int
 against CSRF (``security.py``), and read curation run directories by name (``runs.py``).
 
 ``install(app)`` adds the routes as plain Starlette routes: outside the OpenAPI document and the API's Bearer-key
-dependency (pages authenticate by cookie).
+dependency (pages authenticate by cookie). They sit in front of the API's routes as one :class:`Pages` route, so a
+page is not looked for behind every API route (~0.2-0.3 ms a page) and an API request passes them with one check.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from importlib.resources import files
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Receive, Scope, Send
 
 #: the only static files served: name -> media type
 STATIC = {
@@ -25,6 +28,8 @@ STATIC = {
     "workbench.js": "text/javascript; charset=utf-8",
 }
 STATIC_PREFIX = "/static"
+#: paths no page answers: the REST API's (routed by the API's own routes, never by the pages)
+API_PREFIX = "/v1/"
 
 
 @cache
@@ -65,6 +70,30 @@ def install(app: FastAPI) -> None:
         ("/signin", page(signin, public=True), post),
         ("/signout", page(signout, public=True), post),
     ]
-    for path, endpoint, methods in routes:
-        app.add_route(path, endpoint, methods=methods, include_in_schema=False)
-    app.add_route(STATIC_PREFIX + "/{name}", static, methods=["GET"], include_in_schema=False)
+    pages = [Route(path, endpoint, methods=methods, include_in_schema=False) for path, endpoint, methods in routes]
+    pages.append(Route(STATIC_PREFIX + "/{name}", static, methods=["GET"], include_in_schema=False))
+    app.router.routes.insert(0, Pages(pages))
+
+
+class Pages(BaseRoute):
+    """The page routes as one route, first in the app: a request under ``/v1/`` passes with one prefix check (the
+    API's routes answer it), any other is matched against the pages only, then falls through to the routes after
+    (``/docs``, ``/openapi.json``, 404). Matching is Starlette's: a wrong method is a partial match (405)."""
+
+    def __init__(self, routes: list[Route]):
+        self.routes = routes
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] != "http" or scope["path"].startswith(API_PREFIX):
+            return Match.NONE, {}
+        partial: tuple[Match, Scope] | None = None
+        for route in self.routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                return match, {**child, "route": route}
+            if match is Match.PARTIAL and partial is None:
+                partial = (match, {**child, "route": route})
+        return partial or (Match.NONE, {})
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await scope["route"].handle(scope, receive, send)

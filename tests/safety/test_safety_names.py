@@ -235,11 +235,11 @@ def test_collection_names_are_checked_before_any_path(tmp_path, client):
 
 
 def test_the_patterns_accept_what_the_engines_make(tmp_path):
-    from search.engines.cluster.engine import _version
+    from search.engines.cluster.mappings import new_version
 
     build = EmbeddedEngine(tmp_path, "ir-craft_2").open_build("fp", resume=False)
     try:
-        assert names.is_valid("build_id", build.id) and names.is_valid("build_id", _version())
+        assert names.is_valid("build_id", build.id) and names.is_valid("build_id", new_version())
     finally:
         build.abort()
     assert all(names.is_valid("ontology", n) for n in ("go", "fbbt", "fbdv", "my-onto_2"))

@@ -17,8 +17,9 @@ are created with, and its field weights, written into the papers' one ``text`` f
 resumed only under the k1/b and weights it was created with.
 
 The concepts live in their own modules: ``transport`` (the client of each flavour, request errors), ``mappings``
-(analysis, field mappings, paper documents), ``query`` (query DSL, highlights), ``bulk`` (loading) and ``terms``
-(ontology term documents and queries); this module is the engine and its builds.
+(analysis, field mappings, paper documents, version names), ``query`` (query DSL, highlights), ``bulk`` (loading),
+``terms`` (ontology term indexes), ``browse`` (facets, heads, collections), ``knn`` (vectors), ``snapshots``
+(backups) and ``health``; this module is the engine, its builds and its searches.
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ import functools
 import json
 import logging
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 from urllib.parse import quote
 
 from search.core.checks import Check
 from search.core.config import Settings
-from search.core.errors import FlysiftError, IndexMissing, InvalidRequest, LimitExceeded, Unavailable
+from search.core.errors import FlysiftError, IndexMissing, LimitExceeded, Unavailable
 from search.core.models import (
     IndexStats,
     Paper,
@@ -43,14 +43,11 @@ from search.core.models import (
     Passage,
     PassageHit,
     PassageSearchResults,
-    Term,
-    TermHit,
 )
 from search.core.names import DEFAULT_COLLECTION, index_missing
 from search.core.query import BM25_B, BM25_K1, PAPER_TEXT, EngineQuery, HighlightSpec
 from search.core.supplements import SupplementChunk, SupplementPlace, paper_fields
 from search.engines.cluster import CAPABILITIES
-from search.engines.cluster import terms as term_index
 from search.engines.cluster.browse import Browse
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.health import ClusterHealth, as_checks, cluster_health
@@ -64,19 +61,20 @@ from search.engines.cluster.mappings import (
     SIMILARITY,
     analysis_settings,
     has_supplements,
+    new_version,
     paper_doc,
     paper_from_doc,
     paper_mapping,
     passage_doc,
     read_similarity,
     similarity,
-    term_mapping,
     written_layout,
     written_weights,
 )
 from search.engines.cluster.query import PASSAGE_FIELDS, compile_query, snippet
 from search.engines.cluster.query import highlight as unified_highlight
 from search.engines.cluster.snapshots import Snapshots
+from search.engines.cluster.terms import TermIndexes
 from search.engines.cluster.transport import (
     POOL_SIZE,
     RETRYABLE,
@@ -89,7 +87,6 @@ from search.engines.protocol import PublishedBuild
 from search.text.analysis import stem
 from search.text.highlight import Highlighters, paper_highlight, passage_highlight
 from search.text.snippets import Highlighter, paper_snippets
-from search.text.term_search import engine_score, term_hit
 
 EXPORT_BATCH = 1000
 #: ``_bulk`` requests in flight per data node holding a written primary when FLYSIFT_CLUSTER_BULK_CONCURRENCY is not set
@@ -114,10 +111,6 @@ def _prepare(paper: Paper, passages: list[Passage], repeats: dict[str, int] | No
     return Prepared(paper.pmcid, docs)
 
 
-def _version() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-
-
 # ---- builds --------------------------------------------------------------------------------------------------------
 class ClusterBuild:
     """A build being written into ``<base>-papers-<id>`` and ``<base>-passages-<id>``; see the module docstring."""
@@ -136,7 +129,7 @@ class ClusterBuild:
         if found and engine._layout_of(engine._index("papers", found["id"])) != PAPERS_LAYOUT:
             log.info("not resuming build %s: its papers index has an older layout", found["id"])
             found = None   # its mapping cannot take the title and abstract fields, or the authors
-        self.id = found["id"] if found else _version()
+        self.id = found["id"] if found else new_version()
         self.state = (found.get("state") or {}) if found else {}
         self._created = found["created"] if found else time.time()
         self.papers_index, self.passages_index = engine._index("papers", self.id), engine._index("passages", self.id)
@@ -237,9 +230,9 @@ class ClusterBuild:
 
 
 # ---- the engine ----------------------------------------------------------------------------------------------------
-class ClusterEngine(Browse, Snapshots):
+class ClusterEngine(Browse, TermIndexes, Snapshots):
     """The ``Engine`` protocol over an Elasticsearch 8 or OpenSearch cluster (facets, heads, document frequencies:
-    ``Browse``; backups: ``Snapshots``)."""
+    ``Browse``; ontology terms: ``TermIndexes``; backups: ``Snapshots``)."""
 
     name = "cluster"
     capabilities = CAPABILITIES
@@ -295,7 +288,7 @@ class ClusterEngine(Browse, Snapshots):
 
     def new_index(self, kind: str) -> str:
         """The name of a new versioned index of ``kind`` (vectors: ``search.engines.cluster.knn``)."""
-        return self._index(kind, _version())
+        return self._index(kind, new_version())
 
     def alias(self, kind: str) -> str:
         return f"{self.base}-{kind}"
@@ -676,103 +669,6 @@ class ClusterEngine(Browse, Snapshots):
                           passages=st[passages]["primaries"]["docs"]["count"],
                           index_bytes=sum(st[i]["primaries"]["store"]["size_in_bytes"] for i in (papers, passages)),
                           build=papers.rsplit("-papers-", 1)[1], terms=terms, bm25=bm25)
-
-    # ---- ontology terms (search.text.term_search, as search.engines.embedded.terms implements it) -------------
-    def write_terms(self, ontology: str, terms: Iterable[Term]) -> int:
-        """Replace the ontology's term index: a new version, then one atomic alias swap, then the old one dropped."""
-        alias = term_index.term_alias(self.prefix, ontology)
-        index = f"{alias}-{_version()}"
-        self._request("PUT", f"/{index}", {"settings": {**self._index_settings(), "refresh_interval": "-1"},
-                                           "mappings": term_mapping()}, what=f"creating {index}")
-        bulk = Bulk(self.t, self.chunk_bytes, self.max_retries, self.backoff_s)
-        n = 0
-        try:
-            for term in terms:
-                bulk.add_group(term.id, [(index, term.id, term_index.term_document(term))])
-                n += 1
-            bulk.flush()
-            if bulk.failures:
-                f = bulk.failures[0]
-                raise FlysiftError(f"{len(bulk.failures)} terms of {ontology} were refused; first: {f.pmcid} "
-                                   f"field {f.field}: {f.reason}", code="mapping_conflict", status=409,
-                                   details={"field": f.field, "term": f.pmcid})
-            self._request("PUT", f"/{index}/_settings", {"index": {"refresh_interval": None}})
-            self._request("POST", f"/{index}/_refresh")
-        except BaseException:
-            self.t.request("DELETE", f"/{index}")
-            raise
-        old = self._alias_targets(alias)
-        self._request("POST", "/_aliases", {"actions": [*({"remove": {"index": i, "alias": alias}} for i in old),
-                                                        {"add": {"index": index, "alias": alias}}]})
-        if old:
-            self._request("DELETE", "/" + ",".join(old))
-        return n
-
-    def _term_counts(self) -> dict[str, int]:
-        res = self._request("GET", f"/{self.prefix}-terms-*/_stats/docs", params={"allow_no_indices": "true"})
-        aliases = self._request("GET", f"/_alias/{self.prefix}-terms-*", params={"allow_no_indices": "true"}) \
-            if res.get("indices") else {}
-        counts = {}
-        for index, info in aliases.items():
-            for alias in info.get("aliases", {}):
-                counts[alias[len(self.prefix) + 7:]] = res["indices"][index]["primaries"]["docs"]["count"]
-        return dict(sorted(counts.items()))
-
-    def search_terms(self, ontology: str, query: str, *, aspect: str | None = None, limit: int = 10,
-                     exclude_ids: set[str] | frozenset[str] = frozenset(),
-                     include_obsolete: bool = False) -> list[TermHit]:
-        alias = term_index.term_alias(self.prefix, ontology)
-        body, tokens = term_index.search_body(query, aspect=aspect, limit=limit, exclude_ids=exclude_ids,
-                                              include_obsolete=include_obsolete)
-        if body is None:
-            return []
-        res = self._term_request(ontology, f"/{alias}/_search", body)
-        return [term_hit(ontology, term_index.stored_fields(h["_source"]), h["_score"], tokens)
-                for h in res["hits"]["hits"]]
-
-    def term_candidates(self, ontology: str, queries: Sequence[tuple[str, int]], *, aspect: str | None = None,
-                        exclude_ids: set[str] | frozenset[str] = frozenset(),
-                        include_obsolete: bool = False) -> list[list[tuple[str, float]]]:
-        """The queries in one ``_msearch`` (ids and scores only)."""
-        alias = term_index.term_alias(self.prefix, ontology)
-        bodies = [term_index.search_body(q, aspect=aspect, limit=limit, exclude_ids=exclude_ids,
-                                         include_obsolete=include_obsolete)[0] for q, limit in queries]
-        sent = [b for b in bodies if b is not None]
-        if not sent:
-            return [[] for _ in bodies]
-        ndjson = "".join(f"{{}}\n{json.dumps({**b, '_source': ['id']})}\n" for b in sent)
-        answers = iter(self._term_request(ontology, f"/{alias}/_msearch", ndjson, ndjson=True)["responses"])
-        out = []
-        for b in bodies:
-            res = next(answers) if b is not None else {"hits": {"hits": []}}
-            if "error" in res:
-                raise self._term_error(ontology, ClusterRequestError(res.get("status", 500), res, "searching terms"))
-            out.append([(h["_source"]["id"], engine_score(h["_score"])) for h in res["hits"]["hits"]])
-        return out
-
-    def term_hits(self, ontology: str, ids: Sequence[str], tokens: Iterable[str] = ()) -> list[TermHit]:
-        wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return []
-        alias = term_index.term_alias(self.prefix, ontology)
-        res = self._term_request(ontology, f"/{alias}/_search", {"query": {"terms": {"id": wanted}},
-                                                                  "size": len(wanted)})
-        toks = set(tokens)
-        by_id = {h.id: h for h in (term_hit(ontology, term_index.stored_fields(x["_source"]), 0.0, toks)
-                                   for x in res["hits"]["hits"])}
-        return [by_id[i] for i in wanted if i in by_id]
-
-    def _term_request(self, ontology: str, path: str, body: Any, ndjson: bool = False) -> Any:
-        try:
-            return self.t.request("POST", path, body, ndjson=ndjson, what="searching terms")
-        except ClusterRequestError as e:
-            raise self._term_error(ontology, e) from None
-
-    def _term_error(self, ontology: str, e: ClusterRequestError) -> FlysiftError:
-        if e.error_type == "index_not_found_exception":
-            return InvalidRequest(f"no term index for ontology {ontology!r} on the cluster",
-                                  details={"valid": sorted(self._term_counts())})
-        return e
 
     # ---- operations: readiness and backups (every index of the prefix: all collections and the session store) ----
     def health(self) -> ClusterHealth:

@@ -45,7 +45,8 @@ _COUNTS = ("number_of_nodes", "number_of_data_nodes", "active_primary_shards", "
 def cluster_health(transport: Transport, prefix: str) -> ClusterHealth:
     """The readiness of the indices ``<prefix>-*`` (see the module docstring); never raises for a sick cluster."""
     try:
-        res = transport.request("GET", f"/_cluster/health/{prefix}-*", what="cluster health")
+        res = transport.request("GET", f"/_cluster/health/{prefix}-*", params={"expand_wildcards": "open"},
+                                what="cluster health")   # (not the closed indices a restore kept: they serve nothing)
     except FlysiftError as e:
         return ClusterHealth("not_ready", None, f"the search cluster does not answer its health: {e.message}"[:500],
                              {"error": e.code})

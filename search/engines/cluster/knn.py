@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from search.core.errors import DenseUnavailable
+from search.core.errors import DenseUnavailable, IndexMissing
 from search.engines.cluster.bulk import Bulk, Prepared, source_tail
 from search.engines.cluster.snapshots import RESTORED
 from search.engines.cluster.transport import ClusterRequestError
@@ -142,6 +142,18 @@ class ClusterVectors:
 
     def search(self, vector: Sequence[float], k: int, filters: Any = None,
                paper_level: bool = False) -> list[tuple[str, str, float]]:
+        """The ``k`` nearest passages. The cached index may have been replaced since it was read (a restore switched
+        the aliases and closed or deleted it, from another process): then it is read again and the search retried."""
+        try:
+            return self._search(vector, k, filters, paper_level)
+        except (ClusterRequestError, IndexMissing) as e:
+            if self._meta is None or not (isinstance(e, IndexMissing) or e.error_type == "index_closed_exception"):
+                raise
+            self._meta = None
+            return self._search(vector, k, filters, paper_level)
+
+    def _search(self, vector: Sequence[float], k: int, filters: Any,
+                paper_level: bool) -> list[tuple[str, str, float]]:
         _, index = self._current()
         k = max(0, min(int(k), MAX_K))
         if k == 0:

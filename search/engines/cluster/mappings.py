@@ -19,12 +19,20 @@ field.
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from typing import Any
 
 from search.core.models import Paper, Passage, Section
 from search.core.query import BM25_B, BM25_K1, recorded_weights
 from search.text import analysis
 from search.text.term_search import FIELD_BOOSTS as TERM_FIELDS
+
+
+def new_version() -> str:
+    """The version part of a new versioned index's name (papers, passages, vectors, terms): UTC time, so versions
+    sort oldest first, and a random tail, so two builds started in one second differ."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
 
 
 def similarity(k1: float = BM25_K1, b: float = BM25_B) -> dict[str, Any]:

@@ -10,11 +10,19 @@
   ``<index>-r<UTC time>`` (an earlier restore's suffix replaced), the live service untouched; once every restored
   index is active and holds the recorded number of documents, one atomic ``_aliases`` request moves each alias of
   the snapshot (papers, passages, terms, vectors) to its restored index and replaces each plain index (builds, the
-  session store) by an alias of the same name over its restored copy. Then every index of the prefix from before the
-  restore that no alias names any more (the replaced versions, builds of the old state) is deleted; indices made
-  after the snapshot that an alias still names (a collection created since) keep serving. A restore that fails
-  before the switch deletes what it restored and leaves the live indices serving. Build records are renamed with
-  their indices, so later builds clean up restored versions as their own.
+  session store) by an alias of the same name over its restored copy (each such plain index is first cloned to
+  ``<index>-replaced-r<UTC time>``, under a write block for that moment, since an alias cannot take the name of an
+  index that stays). A service that keeps running searches through the aliases, so it answers from the live indices
+  during the restore and from the restored ones right after the switch. Indices made after the snapshot that an
+  alias still names (a collection created since) keep serving.
+- **Replaced indices are kept, closed**: every index of the prefix from before the restore that no alias names any
+  more (the replaced versions, builds of the old state, the clones) is closed, not deleted: it holds disk but no
+  memory and answers nothing, and is the way back (open it, point its aliases at it again: docs/operations.md) until
+  ``drop_replaced`` (``flysift backup replaced --drop``) deletes it. flysift closes no index otherwise, so the
+  closed indices of the prefix are exactly what restores kept. ``keep_replaced=False`` deletes them at once.
+- **Failure**: a restore that fails before the switch deletes what it restored (and the clones, and lifts the write
+  blocks) and leaves the live indices serving. Build records are renamed with their indices, so later builds clean
+  up restored versions as their own.
 """
 
 from __future__ import annotations
@@ -31,10 +39,12 @@ from search.engines.cluster.transport import ClusterRequestError, Transport
 
 #: the suffix of a restored index: ``-r`` and the UTC time of the restore, 14 digits
 RESTORED = re.compile(r"-r[0-9]{14}$")
-#: the end of a versioned index's name (papers, passages, vectors, terms: ``search.engines.cluster.engine._version``);
-#: other indices (builds, the session store) are named as they are used
+#: the end of a versioned index's name (papers, passages, vectors, terms: ``mappings.new_version``); other indices
+#: (builds, the session store) are named as they are used
 VERSIONED = re.compile(r"-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 POLL_S = 0.5
+#: seconds a restore keeps trying to close the indices it replaced (``_close_replaced``)
+CLOSE_PATIENCE_S = 300.0
 #: a snapshot or index name as flysift makes them; a name read from a backup's manifest goes into request paths
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
 
@@ -75,11 +85,14 @@ def _stamp() -> str:
 
 
 def _live_indices(t: Transport, prefix: str) -> dict[str, dict[str, Any]]:
-    """Every index of the prefix with its aliases and document count."""
-    aliases = t.request("GET", f"/{prefix}-*/_alias", params={"allow_no_indices": "true"}, what="reading aliases")
+    """Every open index of the prefix with its aliases and document count (closed ones: what restores kept,
+    ``replaced_indices``)."""
+    aliases = t.request("GET", f"/{prefix}-*/_alias", params={"allow_no_indices": "true", "expand_wildcards": "open"},
+                        what="reading aliases")
     if not aliases:
         return {}
-    counts = t.request("GET", f"/{prefix}-*/_stats/docs", params={"allow_no_indices": "true"},
+    counts = t.request("GET", f"/{prefix}-*/_stats/docs", params={"allow_no_indices": "true",
+                                                                   "expand_wildcards": "open"},
                        what="counting documents")["indices"]
     return {i: {"aliases": sorted(a.get("aliases", {})), "docs": counts.get(i, {}).get("primaries", {})
                 .get("docs", {}).get("count", 0)} for i, a in aliases.items()}
@@ -168,10 +181,12 @@ def list_snapshots(t: Transport, prefix: str) -> list[dict[str, Any]]:
              "indices": len(s.get("indices", []))} for s in res.get("snapshots", [])]
 
 
-def restore_snapshot(t: Transport, prefix: str, snapshot: str, *, replicas: int,
+def restore_snapshot(t: Transport, prefix: str, snapshot: str, *, replicas: int, keep_replaced: bool = True,
                      wait: Callable[[float], None] = time.sleep, timeout_s: float = 3600) -> dict[str, Any]:
     """Restore ``snapshot`` beside the live indices, check it, then switch to it atomically (module docstring).
-    ``replicas``: the copies the restored indices get on this cluster. Returns what was restored and switched."""
+    ``replicas``: the copies the restored indices get on this cluster; ``keep_replaced``: close the replaced indices
+    (the way back) rather than delete them. Returns what was restored and switched, and ``replaced``: each index no
+    alias names any more with the aliases it served (its name, for a plain index's clone)."""
     repo = repository_name(prefix)
     info = _snapshot_info(t, repo, snapshot)
     if info is None:
@@ -189,27 +204,113 @@ def restore_snapshot(t: Transport, prefix: str, snapshot: str, *, replicas: int,
     if clash:
         raise FlysiftError(f"A restore into {clash[0]} exists already; wait a second and retry.", code="busy",
                            status=409)
-    before = set(_live_indices(t, prefix))
+    before = _live_indices(t, prefix)
     t0 = time.monotonic()
     t.request("POST", f"/_snapshot/{repo}/{snapshot}/_restore", {
         "indices": ",".join(sorted(recorded)), "include_global_state": False, "include_aliases": False,
         "rename_pattern": "^(.+?)(-r[0-9]{14})?$", "rename_replacement": "$1" + suffix,
         "index_settings": {"index.number_of_replicas": replicas}}, what="starting a restore")
+    clones: dict[str, str] = {}
     try:
         _await_restored(t, restored, recorded, wait, timeout_s, t0)
         builds = _rename_builds(t, prefix, restored, suffix)
+        if keep_replaced:
+            _clone_plain(t, _plain_replaced(t, recorded, restored), suffix, clones, wait, timeout_s, t0)
         switched = _switch(t, recorded, restored)
     except BaseException:
-        t.request("DELETE", "/" + ",".join(sorted(restored.values())), params={"ignore_unavailable": "true"},
-                  what="removing a failed restore")
+        t.request("DELETE", "/" + ",".join(sorted([*restored.values(), *clones.values()])),
+                  params={"ignore_unavailable": "true"}, what="removing a failed restore")
+        if clones:
+            t.request("PUT", "/" + ",".join(sorted(clones)) + "/_settings", {"index.blocks.write": None},
+                      params={"ignore_unavailable": "true"}, what="lifting the write block")
         raise
     named = _alias_targets_of_prefix(t, prefix)
-    old = sorted((before | set(switched["replaced"])) - named - set(restored.values()))
-    if old:
+    plain = set(switched["plain"])   # names that are aliases now
+    old = sorted((set(before) | set(switched["replaced"]) | set(clones.values())) - named - set(restored.values())
+                 - plain)
+    open_left: list[str] = []
+    if old and keep_replaced:
+        open_left = _close_replaced(t, old, wait, min(timeout_s, CLOSE_PATIENCE_S))
+    elif old:
         t.request("DELETE", "/" + ",".join(old), params={"ignore_unavailable": "true"}, what="dropping replaced")
+    served = {**{i: v["aliases"] for i, v in before.items()}, **{c: [p] for p, c in clones.items()}}
     return {"snapshot": snapshot, "indices": sorted(restored.values()), "aliases": switched["aliases"],
-            "replaced": old, "builds_renamed": builds, "seconds": round(time.monotonic() - t0, 3),
+            "replaced": {i: served.get(i, []) for i in old}, "kept": keep_replaced, "not_closed": open_left,
+            "builds_renamed": builds,
+            "seconds": round(time.monotonic() - t0, 3),
             "documents": sum(v.get("docs", 0) for v in recorded.values())}
+
+
+def _close_replaced(t: Transport, names: list[str], wait: Callable[[float], None], patience_s: float) -> list[str]:
+    """Close the replaced indices and wait until their shards are allocated again (closing turns an index red for
+    that moment), so the restore ends with the cluster as healthy as it began. The cluster refuses to close an index
+    whose copies are still being recovered (a replica of a build published just before: each shard is verified
+    first), so a refused close is tried again for up to ``patience_s``; what is still open then is returned, not
+    raised: the switch is done, and an index no alias names serves nothing (close or drop it by hand)."""
+    left, t1 = list(names), time.monotonic()
+    while left:
+        res = t.request("POST", "/" + ",".join(left) + "/_close", params={"ignore_unavailable": "true"},
+                        what="closing replaced")
+        states = res.get("indices") or {}
+        left = [i for i in left if i in states and not states[i].get("closed")]
+        if not left or time.monotonic() - t1 > patience_s:
+            break
+        wait(POLL_S)
+    closed = [i for i in names if i not in left]
+    while closed and t.request("GET", f"/_cluster/health/{','.join(closed)}", params={"expand_wildcards": "all"},
+                               what="closing replaced").get("status") not in ("green", "yellow"):
+        if time.monotonic() - t1 > patience_s:
+            break
+        wait(POLL_S)
+    return left
+
+
+def _plain_replaced(t: Transport, recorded: dict[str, dict[str, Any]], restored: dict[str, str]) -> list[str]:
+    """The plain indices the switch replaces by an alias of their name (``_switch``'s ``remove_index``)."""
+    plain: list[str] = []
+    for index in restored:
+        for alias in recorded[index].get("aliases") or ([] if VERSIONED.search(RESTORED.sub("", index))
+                                                        else [RESTORED.sub("", index)]):
+            if _targets(t, alias) is None:
+                plain.append(alias)
+    return sorted(plain)
+
+
+def _clone_plain(t: Transport, plain: list[str], suffix: str, clones: dict[str, str],
+                 wait: Callable[[float], None], timeout_s: float, t0: float) -> None:
+    """Each plain index cloned to ``<index>-replaced<suffix>``, recorded in ``clones`` ({index: clone}) before any
+    request, so a failure midway is undone whole (a clone needs a write block on its source: writes are refused from
+    here to the switch, which is what replaces the index anyway)."""
+    for index in plain:
+        clones[index] = f"{index}-replaced{suffix}"
+        t.request("PUT", f"/{index}/_settings", {"index.blocks.write": True}, what="blocking writes for a clone")
+        t.request("POST", f"/{index}/_clone/{clones[index]}", {"settings": {"index.blocks.write": None}},
+                  what="keeping a replaced index")
+    if clones:
+        names = ",".join(clones.values())
+        while t.request("GET", f"/_cluster/health/{names}", what="cloning").get("status") not in ("green", "yellow"):
+            if time.monotonic() - t0 > timeout_s:
+                raise FlysiftError(f"Keeping {names} did not finish in {timeout_s:g} s.", code="restore_failed",
+                                   status=504)
+            wait(POLL_S)
+
+
+def replaced_indices(t: Transport, prefix: str) -> list[dict[str, Any]]:
+    """The indices restores kept (the closed indices of the prefix: flysift closes no other), oldest first."""
+    rows = t.request("GET", f"/_cat/indices/{prefix}-*", params={"format": "json", "expand_wildcards": "closed",
+                                                                  "h": "index,status,creation.date.string"},
+                     what="listing replaced indices")
+    return sorted(({"index": r["index"], "created": r.get("creation.date.string")} for r in rows or []
+                   if r.get("status") == "close"), key=lambda r: (str(r["created"]), r["index"]))
+
+
+def drop_replaced(t: Transport, prefix: str) -> list[str]:
+    """Delete the indices restores kept (``replaced_indices``); returns their names."""
+    names = [r["index"] for r in replaced_indices(t, prefix)]
+    if names:
+        t.request("DELETE", "/" + ",".join(names), params={"expand_wildcards": "closed"},
+                  what="dropping replaced indices")
+    return names
 
 
 def _exists(t: Transport, name: str) -> bool:
@@ -270,6 +371,7 @@ def _switch(t: Transport, recorded: dict[str, dict[str, Any]], restored: dict[st
     every plain index of the snapshot replaced by an alias of its name over its restored copy."""
     actions: list[dict[str, Any]] = []
     replaced: set[str] = set()
+    made_aliases: list[str] = []
     aliases: dict[str, str] = {}
     for index, name in sorted(restored.items()):
         plain = RESTORED.sub("", index)
@@ -279,13 +381,14 @@ def _switch(t: Transport, recorded: dict[str, dict[str, Any]], restored: dict[st
             if current is None:   # a plain index by that name: replace it by the alias
                 actions.append({"remove_index": {"index": alias}})
                 replaced.add(alias)
+                made_aliases.append(alias)
             else:
                 actions += [{"remove": {"index": i, "alias": alias}} for i in current]
                 replaced |= set(current)
             actions.append({"add": {"index": name, "alias": alias}})
             aliases[alias] = name
     t.request("POST", "/_aliases", {"actions": actions}, what="switching to the restored indices")
-    return {"aliases": aliases, "replaced": sorted(replaced - set(restored.values()))}
+    return {"aliases": aliases, "replaced": sorted(replaced - set(restored.values())), "plain": sorted(made_aliases)}
 
 
 def _alias_targets_of_prefix(t: Transport, prefix: str) -> set[str]:
@@ -333,15 +436,23 @@ class Snapshots:
     def live_indexes(self) -> list[str]:
         return sorted(_live_indices(self.t, self.prefix))
 
-    def restore_snapshot(self, name: str) -> dict[str, Any]:
+    def restore_snapshot(self, name: str, keep_replaced: bool = True) -> dict[str, Any]:
         """Restore a snapshot beside the live indices, check it, switch to it (module docstring); the repository is
         registered first where it is not (a new cluster given the same location)."""
         _check_names([name])
         ensure_repository(self.t, self.prefix, self.snapshot_location)
         try:
-            return restore_snapshot(self.t, self.prefix, name, replicas=self.replicas)
+            return restore_snapshot(self.t, self.prefix, name, replicas=self.replicas, keep_replaced=keep_replaced)
         finally:
             self._layout = None
+
+    def replaced_indexes(self) -> list[dict[str, Any]]:
+        """The indices earlier restores replaced and kept, closed (``replaced_indices``)."""
+        return replaced_indices(self.t, self.prefix)
+
+    def drop_replaced(self) -> list[str]:
+        """Delete the indices earlier restores kept; returns their names."""
+        return drop_replaced(self.t, self.prefix)
 
 
 def _check_names(names: list[str]) -> None:

@@ -66,6 +66,9 @@ class OntologyEntry(BaseModel):
     terms: int = Field(ge=0, le=10_000_000)
     labels: int = Field(ge=0, le=50_000_000)
     index: Literal["exact", "hnsw"] = "exact"
+    #: the cosine's weight in hybrid term search (search.ontology.encoder.fusion), tuned on this version's dev terms
+    #: and recorded here by ``bench/bench_ontology.py --dev --weights … --record``; None: fusion.DEFAULT_WEIGHT
+    fusion_weight: float | None = Field(default=None, ge=0.0, le=100.0)
 
 
 class Manifest(BaseModel):

@@ -7,9 +7,16 @@ similarity, exact-label bonus, definition and engine terms; docs/ontologies.md),
 nearest label to the query. A term only the encoder found takes the lowest lexical score of a full lexical list (0
 when the lexical side found fewer terms than it was asked for: it has nothing more to say). Every lexical hit whose
 name or matched synonym *is* the query (the word-view tokens equal, as the exact-label bonus reads it) stays ahead
-of the rest, in lexical order: an exact name or synonym keeps rank 1. The weight is 1.0, not tuned yet; it may only
-be tuned on the dev terms of the built-in split (bench/bench_ontology.py --dev --weights), never on the test terms
-or on curated text.
+of the rest, in lexical order: an exact name or synonym keeps rank 1.
+
+The weight has one home: the encoder version's manifest, per ontology (:attr:`OntologyEntry.fusion_weight`), where
+``bench/bench_ontology.py --dev --weights … --record`` writes the weight chosen on the dev terms of the built-in
+split (search.ontology.encoder.tuning; never the test terms, never curated text); :data:`DEFAULT_WEIGHT` where the
+manifest has none (a fresh training).
+
+Speed: the encoder side (the query's vector, then its nearest terms) runs on a worker thread while this thread
+ranks the lexical candidates (ONNX Runtime and FAISS release the GIL), so on two free cores a hybrid search takes
+about the longer of the two sides, not their sum; a query whose vector is cached skips the thread.
 """
 
 from __future__ import annotations
@@ -18,17 +25,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 from search.core.models import TermHit
 from search.engines import TermEngine
-from search.ontology.encoder.runtime import Nearest, TermEncoders
+from search.ontology.encoder.runtime import Loaded, Nearest, TermEncoders
 from search.ontology.model import Ontology
 from search.text.analysis import canonical_label, normalise, query_variants
 
 #: how deep each side goes into the fusion
 LEXICAL_DEPTH = 30
 ENCODER_POOL = 30
-#: the cosine's weight against the lexical score (bench/bench_ontology.py --dev --weights …)
-WEIGHT = 1.0
+#: the cosine's weight against the lexical score where the encoder's manifest records none (:func:`weight_of`)
+DEFAULT_WEIGHT = 1.0
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="flysift-term-encoder")
 
 
@@ -38,8 +47,14 @@ def exact_ids(query: str, lexical: list[TermHit]) -> list[str]:
     return [h.id for h in lexical if forms & {normalise(h.name), normalise(h.matched_synonym or "")}]
 
 
+def weight_of(loaded: Loaded, name: str) -> float:
+    """The fusion weight of ontology ``name``: its manifest entry's, else :data:`DEFAULT_WEIGHT`."""
+    entry = loaded.manifest.ontologies.get(name)
+    return DEFAULT_WEIGHT if entry is None or entry.fusion_weight is None else entry.fusion_weight
+
+
 def fuse(query: str, lexical: list[TermHit], lexical_depth: int, neighbours: list[Nearest],
-         cosines: dict[str, tuple[float, int]], limit: int, weight: float = WEIGHT) -> list[tuple[str, float]]:
+         cosines: dict[str, tuple[float, int]], limit: int, weight: float = DEFAULT_WEIGHT) -> list[tuple[str, float]]:
     """The best ``limit`` ``(id, fused score)`` of the lexical hits (asked ``lexical_depth`` deep) and the
     encoder's neighbours; ``cosines`` holds the cosine of lexical hits the neighbours lack."""
     lex = {h.id: h.score for h in lexical}
@@ -55,31 +70,38 @@ def fuse(query: str, lexical: list[TermHit], lexical_depth: int, neighbours: lis
     return (out + [(tid, scores[tid]) for tid in rest])[:limit]
 
 
+def _encoder_side(loaded: Loaded, query: str, k: int, exclude: set[str] | frozenset[str], aspect: str | None
+                  ) -> tuple[np.ndarray, list[Nearest]]:
+    vector = loaded.encoder.query(query)
+    return vector, loaded.vectors.nearest(vector, k, exclude=exclude, aspect=aspect)
+
+
 def search(encoders: TermEncoders, engine: TermEngine, name: str, query: str, limit: int, filters: dict[str, Any],
            mode: str, *, lexical: Callable[[int], list[TermHit]], ontology: Callable[[], Ontology],
-           ontology_key: Any, weight: float | None = None) -> list[TermHit]:
+           ontology_key: Any, concurrent: bool = True) -> list[TermHit]:
     """Term search in ``mode`` dense or hybrid with the data dir's encoder (:class:`DenseUnavailable` when it does
     not fit the served ontology). The filters (aspect, hidden ids) apply to both sides; the encoder holds live terms
-    only. Hits come from the lexical side or the engine (``term_hits``), so they read alike."""
+    only. Hits come from the lexical side or the engine (``term_hits``), so they read alike. ``concurrent`` False
+    runs the two sides one after the other (the same ranking, tested)."""
     loaded = encoders.get(name, ontology, ontology_key)
     exclude = filters.get("exclude_ids") or frozenset()
+    aspect = filters.get("aspect")
     if mode == "dense":
-        vector = loaded.encoder.encode([query])[0]
-        neighbours = loaded.vectors.nearest(vector, limit, exclude=exclude, aspect=filters.get("aspect"))
+        _, neighbours = _encoder_side(loaded, query, limit, exclude, aspect)
         ranked = [(n.id, n.score) for n in neighbours]
         known: dict[str, TermHit] = {}
     else:
-        # the query is embedded while the lexical side ranks (ONNX Runtime releases the GIL): on two free cores a
-        # hybrid search takes about the longer of the two, not their sum
-        pending = _POOL.submit(loaded.encoder.encode, [query])
-        depth = max(limit, LEXICAL_DEPTH)
-        lex = lexical(depth)
-        vector = pending.result()[0]
-        neighbours = loaded.vectors.nearest(vector, max(limit, ENCODER_POOL), exclude=exclude,
-                                            aspect=filters.get("aspect"))
+        depth, pool = max(limit, LEXICAL_DEPTH), max(limit, ENCODER_POOL)
+        if concurrent and loaded.encoder.query.cached(query) is None:
+            pending = _POOL.submit(_encoder_side, loaded, query, pool, exclude, aspect)
+            lex = lexical(depth)
+            vector, neighbours = pending.result()
+        else:
+            vector, neighbours = _encoder_side(loaded, query, pool, exclude, aspect)
+            lex = lexical(depth)
         have = {n.id for n in neighbours}
         cosines = loaded.vectors.cosines(vector, [h.id for h in lex if h.id not in have])
-        ranked = fuse(query, lex, depth, neighbours, cosines, limit, WEIGHT if weight is None else weight)
+        ranked = fuse(query, lex, depth, neighbours, cosines, limit, weight_of(loaded, name))
         known = {h.id: h for h in lex}
     missing = [tid for tid, _ in ranked if tid not in known]
     if missing:

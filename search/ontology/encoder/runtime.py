@@ -27,6 +27,7 @@ from search.engines.dense import DenseUnavailable
 from search.ontology.encoder import artefact
 from search.ontology.encoder.labels import LabelTable
 from search.ontology.model import Ontology
+from search.ontology.query_vectors import QueryVectors, dot_rows, unit_rows
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +71,26 @@ class QueryEncoder:
         self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
         self._lock = threading.Lock()   # the tokenizer's padding and truncation state is shared
+        #: a query's vector, the latest ones cached (search.ontology.query_vectors: the helper the dense term
+        #: index shares)
+        self.query = QueryVectors(self.encode)
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit float32 rows of ``texts`` (padded to the longest of them, never to the maximum length)."""
+        if len(texts) == 1:   # a query: no batch, no padding, no lock (the tokenizer's settings are only read)
+            e = self.tokenizer.encode(texts[0])
+            return unit_rows(self._run(np.asarray([e.ids], dtype=np.int64),
+                                       np.asarray([e.attention_mask], dtype=np.int64),
+                                       np.asarray([e.type_ids], dtype=np.int64)))
         with self._lock:
             enc = self.tokenizer.encode_batch(texts)
-        feed = {"input_ids": np.asarray([e.ids for e in enc], dtype=np.int64),
-                "attention_mask": np.asarray([e.attention_mask for e in enc], dtype=np.int64),
-                "token_type_ids": np.asarray([e.type_ids for e in enc], dtype=np.int64)}
-        out = self.session.run(None, {k: feed[k] for k in self.inputs})[0].astype(np.float32, copy=False)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return np.ascontiguousarray(out / np.maximum(norms, 1e-12), dtype=np.float32)
+        return unit_rows(self._run(np.asarray([e.ids for e in enc], dtype=np.int64),
+                                   np.asarray([e.attention_mask for e in enc], dtype=np.int64),
+                                   np.asarray([e.type_ids for e in enc], dtype=np.int64)))
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return self.session.run(None, {k: feed[k] for k in self.inputs})[0]
 
     def encode_many(self, texts: list[str], progress: Callable[[int, int], None] | None = None,
                     batch: int = BATCH) -> np.ndarray:
@@ -168,10 +179,10 @@ class LabelVectors:
         n = len(self.term)
         want = min(want, n)
         if self.hnsw is not None:
-            scores, rows = self.hnsw.search(vector.reshape(1, -1).astype(np.float32), want)
+            scores, rows = self.hnsw.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), want)
             keep = rows[0] >= 0
             return rows[0][keep].astype(np.int64), scores[0][keep]
-        scores = self.vectors @ vector.reshape(-1).astype(np.float32)
+        scores = dot_rows(self.vectors, vector)
         top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
         top = top[np.argsort(-scores[top], kind="stable")]
         return top, scores[top]
@@ -205,19 +216,21 @@ class LabelVectors:
             want = min(n, want * 4)
 
     def cosines(self, vector: np.ndarray, term_ids: list[str]) -> dict[str, tuple[float, int]]:
-        """The best label's cosine (and that label's k) of each of ``term_ids`` this ontology knows."""
+        """The best label's cosine (and that label's k) of each of ``term_ids`` this ontology knows: their label
+        rows gathered and multiplied at once (one product, not one per term)."""
+        terms = [(tid, self.index[tid]) for tid in term_ids if tid in self.index]
+        terms = [(tid, t) for tid, t in terms if self.start[t + 1] > self.start[t]]
+        if not terms:
+            return {}
+        starts = np.asarray([self.start[t] for _, t in terms], dtype=np.int64)
+        counts = np.asarray([self.start[t + 1] for _, t in terms], dtype=np.int64) - starts
+        offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        rows = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        scores = dot_rows(np.asarray(self.vectors[rows], dtype=np.float32), vector)
         out: dict[str, tuple[float, int]] = {}
-        q = vector.reshape(-1).astype(np.float32)
-        for tid in term_ids:
-            t = self.index.get(tid)
-            if t is None:
-                continue
-            a, b = int(self.start[t]), int(self.start[t + 1])
-            if a == b:
-                continue
-            s = np.asarray(self.vectors[a:b], dtype=np.float32) @ q
-            j = int(np.argmax(s))
-            out[tid] = (float(s[j]), int(self.k[a + j]))
+        for (tid, _), a, n in zip(terms, offsets.tolist(), counts.tolist(), strict=True):
+            j = a + int(np.argmax(scores[a:a + n]))
+            out[tid] = (float(scores[j]), int(self.k[rows[j]]))
         return out
 
 
