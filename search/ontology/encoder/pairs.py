@@ -8,9 +8,9 @@ label triples are trained on, in which batches.
 - **Negatives.** Every other positive and negative of the batch is an in-batch negative (multiple-negatives ranking
   loss). Each triple also carries one hard negative: from the second epoch on, for ``model_negative_share`` of the
   anchors, the label the model itself put nearest among other terms' labels (:func:`mine`, over the embeddings the
-  previous epoch computed anyway, so mining costs no extra forward pass); otherwise the name of an is_a sibling;
-  failing both, a random training term of the same ontology. A "wrong" label whose text equals the anchor's
-  (another term's identical synonym) is never a negative.
+  previous epoch computed anyway, so mining costs no extra forward pass); otherwise the name of an is_a sibling
+  (unless ``sibling_negatives`` is off); failing both, a random training term of the same ontology. A "wrong"
+  label whose text equals the anchor's (another term's identical synonym) is never a negative.
 - **Batches.** No term twice in a batch (as anchor or negative: its name would be both the answer and a negative),
   and batches cut from length-sorted runs of ``BUCKET`` batches, then shuffled, so padding stays small on a CPU.
 
@@ -40,6 +40,7 @@ class PlanConfig:
     max_pairs_per_term: int = 4
     synonym_positive_share: float = 0.25
     model_negative_share: float = 0.5
+    sibling_negatives: bool = True   # False: no sibling negatives (a random term instead: the curve's baseline)
 
 
 class Corpus:
@@ -130,7 +131,7 @@ def plan(corpus: Corpus, cfg: PlanConfig, seed: int, epoch: int, mined: dict[int
                 if corpus.term[r] != g and corpus.keys[r] != corpus.keys[a]:
                     neg, kind = r, 2
                     break
-        if neg < 0:
+        if neg < 0 and cfg.sibling_negatives:
             sibs = corpus.siblings(g)
             if sibs:
                 neg, kind = corpus.rows_of[rng.choice(sibs)][0], 1

@@ -18,8 +18,8 @@ uninterrupted one would have.
 
 **Devices.** ``cpu`` (every core this process may use; bfloat16 autocast where the CPU has AVX512-BF16, else
 float32) and ``cuda`` (float16 autocast with a gradient scaler). Layers below ``frozen_layers`` and the word
-embeddings are frozen: their backward pass and optimizer state cost time on a CPU and buy little for labels
-this short (docs/ontologies.md has the curve).
+embeddings are frozen: their backward pass and optimizer state cost time on a CPU (what training them would buy
+is the ``frozen-0`` point of bench/bench_term_encoder_curve.py, not measured yet).
 
 Torch and sentence-transformers (the ``dense`` extra) are imported inside the functions: the term service never
 imports this module.
@@ -100,6 +100,7 @@ class TrainConfig:
     max_pairs_per_term: int = 3
     synonym_positive_share: float = 0.25
     model_negative_share: float = 0.5
+    sibling_negatives: bool = True
     split_seed: int = 0
     test_fraction: float = TEST_FRACTION
     dev_fraction: float = DEV_FRACTION
@@ -124,7 +125,7 @@ class TrainConfig:
 
     def plan_config(self) -> PlanConfig:
         return PlanConfig(self.batch_size, self.max_pairs_per_term, self.synonym_positive_share,
-                          self.model_negative_share)
+                          self.model_negative_share, self.sibling_negatives)
 
 
 @dataclass
@@ -471,13 +472,8 @@ def _epoch_plan(data: Data, cfg: TrainConfig, epoch: int, bank: np.ndarray | Non
     return plan(data.corpus, cfg.plan_config(), cfg.seed, epoch, mined)
 
 
-def train(terms: TermService, cfg: TrainConfig | None = None, run: Run | None = None,
-          report: Reporter | None = None) -> dict[str, Any]:
-    """Train on the ontologies ``terms`` serves, export and publish a new version of its data dir's term encoder;
-    returns its manifest. A run stopped by ``run.stop_after_steps`` returns ``{"stopped": True, ...}`` with its
-    checkpoint written."""
-    data_dir = terms.data_dir
-    cfg, run, report = cfg or TrainConfig(), run or Run(), report or _Silent()
+def _setup(cfg: TrainConfig, run: Run) -> tuple[str, str]:
+    """Check the settings and set torch up for this process; returns the device and the precision."""
     cfg.check()
     # OpenMP's idle threads spin by default: on a shared machine that tripled the CPU time of a step (measured)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -487,21 +483,62 @@ def train(terms: TermService, cfg: TrainConfig | None = None, run: Run | None = 
     threads = run.threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     torch.set_num_threads(max(1, int(threads or 1)))
     torch.use_deterministic_algorithms(True, warn_only=True)
+    return device, precision
+
+
+def train(terms: TermService, cfg: TrainConfig | None = None, run: Run | None = None,
+          report: Reporter | None = None) -> dict[str, Any]:
+    """Train on the ontologies ``terms`` serves, export and publish a new version of its data dir's term encoder;
+    returns its manifest. A run stopped by ``run.stop_after_steps`` returns ``{"stopped": True, ...}`` with its
+    checkpoint written."""
+    data_dir = terms.data_dir
+    cfg, run, report = cfg or TrainConfig(), run or Run(), report or _Silent()
+    device, precision = _setup(cfg, run)
     t0, c0 = time.perf_counter(), time.process_time()
 
     report.stage("reading the indexed ontologies' labels")
     data = load_data(terms, cfg)
     lock = _lock(data_dir)
     try:
-        return _train(data_dir, cfg, run, report, data, device, precision, t0, c0)
+        base, base_key = _base_model()
+        got = _fit(data_dir, cfg, run, report, data, device, precision, t0, c0, base, base_key)
+        if isinstance(got, dict):
+            return got
+        model, dim, training = got
+        manifest = _write_version(data_dir, data, cfg, model, dim, report, training, base, base_key)
+        shutil.rmtree(_partial(data_dir), ignore_errors=True)
+        return manifest
     finally:
         lock.close()
 
 
-def _train(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Data, device: str, precision: str,
-           t0: float, c0: float) -> dict[str, Any]:
+def fit(work_dir: Path, data: Data, cfg: TrainConfig, run: Run | None = None,
+        report: Reporter | None = None) -> tuple[Any, dict[str, Any]]:
+    """Train on ``data`` (label tables and their split, e.g. a subset: bench/bench_term_encoder_curve.py) and return
+    the model and the training record, publishing nothing; checkpoints go under ``work_dir``."""
+    run, report = run or Run(), report or _Silent()
+    device, precision = _setup(cfg, run)
+    t0, c0 = time.perf_counter(), time.process_time()
+    lock = _lock(work_dir)
+    try:
+        base, base_key = _base_model()
+        got = _fit(work_dir, cfg, run, report, data, device, precision, t0, c0, base, base_key)
+        if isinstance(got, dict):
+            raise TrainingUnavailable("the training stopped before its end (checkpoint kept in "
+                                      f"{_partial(work_dir)})")
+        model, _dim, training = got
+        shutil.rmtree(_partial(work_dir), ignore_errors=True)
+        model.eval()
+        return model, training
+    finally:
+        lock.close()
+
+
+def _fit(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Data, device: str, precision: str,
+         t0: float, c0: float, base: str, base_key: str) -> tuple[Any, int, dict[str, Any]] | dict[str, Any]:
+    """The training loop (resuming a checkpoint of the same fingerprint): the model, its dimension and the training
+    record, or ``{"stopped": True, ...}``."""
     torch = _torch()
-    base, base_key = _base_model()
     fp = fingerprint(cfg, data, base_key)
     for t, s in zip(data.tables, data.splits, strict=True):
         report.write(f"{t.ontology} {t.data_version or ''}: {len(t.ids):,} terms, {len(t.texts):,} labels; "
@@ -598,12 +635,10 @@ def _train(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: D
         stop.restore()
     train_w, train_c = elapsed()
     model.eval()
-    manifest = _write_version(data_dir, data, cfg, model, dim, report, {
+    return model, dim, {
         "device": device, "precision": precision, "threads": torch.get_num_threads(), "epochs": state.epochs,
         "steps": state.step, "pairs_per_epoch": pairs_per_epoch, "resumed": state.resumed,
-        "seconds": round(train_w, 1), "cpu_seconds": round(train_c, 1)}, base, base_key)
-    shutil.rmtree(_partial(data_dir), ignore_errors=True)
-    return manifest
+        "seconds": round(train_w, 1), "cpu_seconds": round(train_c, 1)}
 
 
 # ---- the artefact ---------------------------------------------------------------------------------------------------
