@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from itertools import islice
@@ -52,6 +53,8 @@ CHUNK_UNITS = 32
 CHUNK_BYTES = 2 << 20
 #: chunks in flight per worker (sent and not yet taken back): bounds memory, keeps every worker busy
 IN_FLIGHT_PER_WORKER = 2
+#: how often a wait for a chunk looks whether a worker died (seconds)
+WATCH_S = 1.0
 
 
 def default_workers() -> int:
@@ -141,13 +144,43 @@ class Preparing:
             for chunk in _chunks(units):
                 pending.append(self._start().submit(prepare_chunk, chunk, self.preparer))
                 if len(pending) >= IN_FLIGHT_PER_WORKER * self.workers:
-                    yield from pending.popleft().result()
+                    yield from self._result(pending.popleft())
             while pending:
-                yield from pending.popleft().result()
+                yield from self._result(pending.popleft())
         except BrokenProcessPool as exc:
             raise Unavailable("an indexing worker process stopped unexpectedly (killed, out of memory, or it could "
                               "not start); the build is kept: run the same command again to resume it (--workers 1 "
                               "indexes without worker processes)") from exc
+
+    def _result(self, future: Future[list[Ready]]) -> list[Ready]:
+        """A chunk's results. The wait looks at the workers itself every ``WATCH_S``: CPython's pool notices a dead
+        worker by itself, except when it died half-way through sending a result (a big chunk, an OOM kill): the
+        pool's manager thread then waits for the rest of that message for ever, and so would this run and its
+        Ctrl-C (tests/indexer/test_pipeline_pool.py)."""
+        while True:
+            try:
+                return future.result(timeout=WATCH_S)
+            except FutureTimeout:
+                if self._lost_worker():
+                    self._abandon()
+                    raise BrokenProcessPool("a worker process died while the pool waited for it") from None
+
+    def _lost_worker(self) -> bool:
+        processes = getattr(self._pool, "_processes", None) or {}
+        return any(p.exitcode is not None for p in list(processes.values()))
+
+    def _abandon(self) -> None:
+        """Stop a pool that lost a worker without waiting for it: kill the other workers, and close this process's
+        end of the result pipe, so that the manager thread's read ends (end of file) and the pool shuts down."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for p in list((getattr(pool, "_processes", None) or {}).values()):
+            p.kill()
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            writer.close()
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def _start(self) -> ProcessPoolExecutor:
         """The pool, started at the first chunk. Workers are spawned, not forked: this process may run the engine's

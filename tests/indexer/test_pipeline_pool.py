@@ -9,8 +9,10 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from indexer.pipeline import Preparing, index_corpus
 from indexer.sources import iter_units
 from indexer.synthetic import SyntheticConfig, write_corpus
 from search.core.config import Settings
-from search.core.errors import InputError
+from search.core.errors import InputError, Unavailable
 from search.engines import open_engine
 from search.services import Services
 
@@ -214,3 +216,44 @@ def test_an_interrupted_pool_run_resumes_to_the_same_build(tmp_path: Path, how: 
     rejects = [json.loads(x) for d in (data, tmp_path / "fresh") for x in
                next((d / "rejects").glob("*.jsonl")).read_text().splitlines()]
     assert [r["record"] for r in rejects] == [2001, 2001]
+
+
+class DiesWhileSending:
+    """A preparer that, for one paper, does what a worker killed half-way through sending its result leaves behind:
+    the start of a message on the pool's result pipe (a length of 1 MB, then 100 bytes), then the worker gone."""
+
+    def __init__(self, preparer, pmcid: str):
+        self.preparer, self.pmcid = preparer, pmcid
+
+    def __call__(self, paper, passages):
+        if paper.pmcid == self.pmcid:
+            frame = sys._getframe()
+            while frame is not None and "result_queue" not in frame.f_locals:
+                frame = frame.f_back
+            assert frame is not None, "not in a pool worker"
+            frame.f_locals["result_queue"]._writer._send(struct.pack("!i", 1 << 20) + b"x" * 100)
+            os._exit(1)
+        return self.preparer(paper, passages)
+
+
+def test_a_worker_dying_half_way_through_its_result_breaks_the_run_instead_of_hanging(tmp_path: Path):
+    lines = [json.dumps({"pmcid": f"PMC{i}", "title": f"paper {i}", "abstract": "wing " * 50, "sections": {}})
+             for i in range(1, 301)]
+    src = tmp_path / "c.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    preparer = DiesWhileSending(open_engine(Settings(data_dir=tmp_path / "d")).preparer(), "PMC70")
+    done: list[str] = []
+
+    def run() -> None:
+        try:
+            with Preparing(2, preparer) as preparing:
+                for _ in preparing.run(iter_units([src])):
+                    pass
+        except Unavailable as exc:
+            done.append(str(exc))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout=90)   # before the watch, CPython's pool waited for the rest of the message for ever
+    assert not t.is_alive(), "the run hung on a worker that died while sending its result"
+    assert done and "worker process stopped unexpectedly" in done[0]
