@@ -8,38 +8,31 @@ import pytest
 
 from search.ontology.loaded import ReloadingCache
 
-
-def counting():
-    """A list of the values loaded, and ``load(value)``: a loader that records and returns ``value``."""
-    calls: list[str] = []
-
-    def load(value: str):
-        def go() -> str:
-            calls.append(value)
-            return value
-        return go
-    return calls, load
+#: (name, key, what a load would give, what get answers): loaded once per name and key, again when the key changes
+STEPS = [
+    ("go", 1, "go v1", "go v1"),
+    ("go", 1, "unused", "go v1"),
+    ("fbbt", 1, "fbbt v1", "fbbt v1"),      # names are kept apart
+    ("go", 2, "go v2", "go v2"),
+    ("go", 2, "unused", "go v2"),
+    ("fbbt", 1, "unused", "fbbt v1"),
+    ("go", 1, "go v1 again", "go v1 again"),   # back to an older key is a change too, not remembered
+]
 
 
 def test_a_name_is_loaded_once_per_key_and_again_when_it_changes():
     cache: ReloadingCache[str] = ReloadingCache()
-    calls, load = counting()
-    assert cache.get("go", 1, load("first")) == "first"
-    assert cache.get("go", 1, load("unused")) == "first"
-    assert cache.get("go", 2, load("second")) == "second"
-    assert cache.get("go", 2, load("unused")) == "second"
-    # back to an older key is a change too: loaded again, not remembered
-    assert cache.get("go", 1, load("third")) == "third"
-    assert calls == ["first", "second", "third"]
+    loaded: list[str] = []
 
+    def loader(value: str):
+        def load() -> str:
+            loaded.append(value)
+            return value
+        return load
 
-def test_names_are_kept_apart():
-    cache: ReloadingCache[str] = ReloadingCache()
-    calls, load = counting()
-    assert cache.get("go", 1, load("go v1")) == "go v1"
-    assert cache.get("fbbt", 1, load("fbbt v1")) == "fbbt v1"
-    assert cache.get("go", 1, load("unused")) == "go v1"
-    assert calls == ["go v1", "fbbt v1"]
+    answers = [cache.get(name, key, loader(offered)) for name, key, offered, _ in STEPS]
+    assert answers == [want for *_, want in STEPS]
+    assert loaded == ["go v1", "fbbt v1", "go v2", "go v1 again"]
 
 
 def test_a_failed_load_caches_nothing():
