@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json as json_module
 import os
 import random
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,17 +28,23 @@ import httpx  # noqa: E402
 import psutil  # noqa: E402
 
 from bench.common import (  # noqa: E402
+    AGENT_QUERIES,
+    AgentCalls,
+    agent_sessions,
     flysift_command,
     free_port,
     latency_summary,
     machine,
     markdown_table,
+    read_papers,
     served,
     stopwatch,
     tree_cpu,
+    unread_hits,
     write_json,
 )
 from indexer.synthetic import SyntheticConfig, answer_key, bundled_genes, generate  # noqa: E402
+from search.core.models import Gene  # noqa: E402
 from search.engines.embedded.engine import EmbeddedEngine  # noqa: E402
 from search.text.lexicon import Lexicon  # noqa: E402
 from search.text.passages import split_passages  # noqa: E402
@@ -64,44 +68,16 @@ def build(work: Path, papers: int, words: int, seed: int) -> tuple[Path, dict[st
     return data, answer_key(cfg), genes
 
 
-class Answer(NamedTuple):
-    """What an agent keeps of a response (read whole before the call is timed as done)."""
-
-    status_code: int
-    body: Any
-    content_type: str
-
-    def json(self) -> Any:
-        return self.body
-
-
-class Stats:
+class Stats(AgentCalls):
     def __init__(self):
+        super().__init__()
         self.ms: dict[str, list[float]] = defaultdict(list)
         self.status: dict[str, Counter] = defaultdict(Counter)
-        self.errors: Counter = Counter()
         self.sessions_done = 0
 
-    async def call(self, client: aiohttp.ClientSession, tool: str, method: str, url: str, *,
-                   json: Any = None, params: dict[str, Any] | None = None,
-                   headers: dict[str, str] | None = None) -> Answer | None:
-        t0 = time.perf_counter()
-        try:
-            async with client.request(method, url, json=json, params=params, headers=headers) as r:
-                raw = await r.read()
-                ctype = r.headers.get("content-type", "")
-        except (TimeoutError, aiohttp.ClientError) as e:
-            self.errors[f"{tool}: {type(e).__name__}"] += 1
-            return None
-        self.ms[tool].append((time.perf_counter() - t0) * 1000)
-        body = json_module.loads(raw) if ctype.startswith("application/json") and raw else None
-        out = Answer(r.status, body, ctype)
-        self.status[tool][r.status] += 1
-        if r.status >= 400:
-            code = body.get("error", {}).get("code", "?") if isinstance(body, dict) else "?"
-            if code != "budget_exhausted":
-                self.errors[f"{tool}: {r.status} {code}"] += 1
-        return out
+    def record(self, tool: str, status: int, ms: float) -> None:
+        self.ms[tool].append(ms)
+        self.status[tool][status] += 1
 
 
 def prediction(gene, read: list[str]) -> dict:
@@ -116,48 +92,34 @@ def prediction(gene, read: list[str]) -> dict:
 async def agent(i: int, base: str, genes: list, key: dict[str, list[str]], stats: Stats, deadline: float,
                 coverages: dict[str, dict]) -> None:
     rng = random.Random(i)
-    # aiohttp, not httpx: the agents share the two cores with the server, and httpx's client cost 1.5–1.7 ms of CPU
-    # per request against ~0.5 ms here, CPU the server could not use (the report gives both)
-    async with aiohttp.ClientSession(base_url=base, timeout=aiohttp.ClientTimeout(total=60)) as c:
-        while time.monotonic() < deadline:
-            gene = rng.choice(genes)
-            r = await stats.call(c, "create_session", "POST", "/v1/sessions",
-                                 json={"gene": gene.id, "max_papers": BUDGET, "synonym_policy": "full",
-                                       "team": f"agent{i % 8}"})
-            if r is None or r.status_code != 201:
+
+    async def session(c: aiohttp.ClientSession, gene: Gene, sid: str, h: dict[str, str]) -> None:
+        read: list[str] = []
+        exhausted, offset = False, 0
+        while not exhausted and time.monotonic() < deadline:
+            q = rng.choice([*AGENT_QUERIES, gene.symbol])
+            hits = await unread_hits(stats, c, h, q, gene.symbol, offset, read)
+            if hits is None:
+                break
+            offset = min(offset + 10, 900)
+            if not hits:
                 continue
-            sid = r.json()["id"]
-            h = {"X-Session-Id": sid}
-            read: list[str] = []
-            exhausted, offset = False, 0
-            while not exhausted and time.monotonic() < deadline:
-                q = rng.choice(["expression", "mutant phenotype", "signaling", "localization", gene.symbol])
-                r = await stats.call(c, "search_papers", "POST", "/v1/papers/search", headers=h,
-                                     json={"query": q, "gene": gene.symbol, "limit": 10, "offset": offset})
-                if r is None or r.status_code != 200:
-                    break
-                hits = [x["pmcid"] for x in r.json()["hits"] if x["pmcid"] not in read]
-                offset = min(offset + 10, 900)
-                if not hits:
-                    continue
-                await stats.call(c, "search_passages", "POST", "/v1/passages/search", headers=h,
-                                 json={"query": q, "gene": gene.symbol, "limit": 5})
-                for pmcid in hits[:3]:
-                    r = await stats.call(c, "get_paper", "GET", f"/v1/papers/{pmcid}", headers=h,
-                                         params={"sections": "ABSTRACT,RESULTS", "max_chars": 4000})
-                    if r is not None and r.status_code == 409:
-                        exhausted = True
-                        break
-                    read.append(pmcid)
-            await stats.call(c, "submit", "POST", f"/v1/sessions/{sid}/submission", json=prediction(gene, read))
-            cited = key.get(gene.id, [])[:60]
-            if cited:
-                r = await stats.call(c, "coverage", "GET", f"/v1/sessions/{sid}/coverage",
-                                     params={"pmcids": ",".join(cited)})
-                if r is not None and r.status_code == 200 and exhausted:
-                    coverages[gene.symbol] = r.json()
-            await stats.call(c, "close_session", "POST", f"/v1/sessions/{sid}/close")
-            stats.sessions_done += exhausted
+            await stats.call(c, "search_passages", "POST", "/v1/passages/search", headers=h,
+                             json={"query": q, "gene": gene.symbol, "limit": 5})
+            exhausted = await read_papers(stats, c, h, hits[:3], read)
+        await stats.call(c, "submit", "POST", f"/v1/sessions/{sid}/submission", json=prediction(gene, read))
+        cited = key.get(gene.id, [])[:60]
+        if cited:
+            r = await stats.call(c, "coverage", "GET", f"/v1/sessions/{sid}/coverage",
+                                 params={"pmcids": ",".join(cited)})
+            if r is not None and r.status_code == 200 and exhausted:
+                coverages[gene.symbol] = r.json()
+        await stats.call(c, "close_session", "POST", f"/v1/sessions/{sid}/close")
+        stats.sessions_done += exhausted
+
+    await agent_sessions(stats, base, genes, rng, deadline,
+                         lambda gene: {"gene": gene.id, "max_papers": BUDGET, "synonym_policy": "full",
+                                       "team": f"agent{i % 8}"}, session, timeout_s=60)
 
 
 async def warm_up(base: str, gene) -> None:

@@ -1,5 +1,6 @@
 """Helpers shared by the bench scripts: timing, percentiles, peak memory of a child process, a served API on
-loopback, the machine's description and markdown tables, so that every benchmark reports numbers the same way.
+loopback, simulated agents' sessions against it, the machine's description and markdown tables, so that every
+benchmark reports numbers the same way.
 
 Bench scripts are run as files (``python bench/bench_x.py``); they put the repository root (``REPO``) on
 ``sys.path`` first and then import this module as ``bench.common``.
@@ -7,10 +8,12 @@ Bench scripts are run as files (``python bench/bench_x.py``); they put the repos
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import platform
+import random
 import resource
 import shutil
 import socket
@@ -18,15 +21,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psutil
 
 if TYPE_CHECKING:
+    import aiohttp
+
+    from search.core.models import Gene
     from search.ontology.service import TermService
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,6 +214,107 @@ def flysift_command() -> list[str]:
     if not found:
         raise RuntimeError("the flysift command is not installed; run `.venv/bin/pip install -e .` in the repository")
     return [found]
+
+
+# ---------------------------------------------------------------------------------------- agents on a served API
+
+#: what a simulated agent searches papers for, besides its gene's symbol
+AGENT_QUERIES = ("expression", "mutant phenotype", "signaling", "localization")
+
+
+class Answer(NamedTuple):
+    """What an agent keeps of a response (read whole before the call is timed as done)."""
+
+    status_code: int
+    body: Any
+    content_type: str
+
+    def json(self) -> Any:
+        return self.body
+
+
+_parse_json = json.loads   # (``call``'s ``json`` is the request's body, as in aiohttp)
+
+
+class AgentCalls:
+    """The timed calls of simulated agents (bench_sessions.py, soak.py): a failed connection, or a non-2xx answer
+    other than the expected ``budget_exhausted``, is counted in ``errors``; every answered call goes to
+    :meth:`record`, which keeps what the script reports."""
+
+    def __init__(self) -> None:
+        self.errors: Counter = Counter()
+
+    def record(self, tool: str, status: int, ms: float) -> None:
+        raise NotImplementedError
+
+    async def call(self, client: aiohttp.ClientSession, tool: str, method: str, url: str, *, json: Any = None,
+                   params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Answer | None:
+        import aiohttp  # the bench extra, which only the agents' scripts need
+
+        t0 = time.perf_counter()
+        try:
+            async with client.request(method, url, json=json, params=params, headers=headers) as r:
+                raw = await r.read()
+                ctype = r.headers.get("content-type", "")
+        except (TimeoutError, aiohttp.ClientError) as e:
+            self.errors[f"{tool}: {type(e).__name__}"] += 1
+            return None
+        self.record(tool, r.status, (time.perf_counter() - t0) * 1000)
+        body = _parse_json(raw) if ctype.startswith("application/json") and raw else None
+        if r.status >= 400:
+            code = body.get("error", {}).get("code", "?") if isinstance(body, dict) else "?"
+            if code != "budget_exhausted":
+                self.errors[f"{tool}: {r.status} {code}"] += 1
+        return Answer(r.status, body, ctype)
+
+
+#: one session of an agent: (client, gene, session id, the session's headers)
+Session = Callable[["aiohttp.ClientSession", "Gene", str, dict[str, str]], Awaitable[None]]
+
+
+async def agent_sessions(calls: AgentCalls, base: str, genes: Sequence[Gene], rng: random.Random, deadline: float,
+                         body: Callable[[Gene], dict[str, Any]], session: Session, *, timeout_s: float,
+                         pause_s: float = 0.0) -> None:
+    """One agent until ``deadline``: create a session (``body(gene)``) for a gene ``rng`` draws, run
+    ``session`` in it, start over; a create that fails is tried again with another gene after ``pause_s``."""
+    import aiohttp
+
+    # aiohttp, not httpx: the agents share the two cores with the server, and httpx's client cost 1.5–1.7 ms of CPU
+    # per request against ~0.5 ms here, CPU the server could not use (the report gives both)
+    async with aiohttp.ClientSession(base_url=base, timeout=aiohttp.ClientTimeout(total=timeout_s)) as c:
+        while time.monotonic() < deadline:
+            gene = rng.choice(genes)
+            r = await calls.call(c, "create_session", "POST", "/v1/sessions", json=body(gene))
+            if r is None or r.status_code != 201:
+                if pause_s:
+                    await asyncio.sleep(pause_s)
+                continue
+            sid = r.json()["id"]
+            await session(c, gene, sid, {"X-Session-Id": sid})
+
+
+async def unread_hits(calls: AgentCalls, c: aiohttp.ClientSession, headers: dict[str, str], query: str, gene: str,
+                      offset: int, read: list[str]) -> list[str] | None:
+    """A page of ten papers for ``query`` about ``gene`` from ``offset``: those not in ``read``; None when the
+    search failed."""
+    r = await calls.call(c, "search_papers", "POST", "/v1/papers/search", headers=headers,
+                         json={"query": query, "gene": gene, "limit": 10, "offset": offset})
+    if r is None or r.status_code != 200:
+        return None
+    return [x["pmcid"] for x in r.json()["hits"] if x["pmcid"] not in read]
+
+
+async def read_papers(calls: AgentCalls, c: aiohttp.ClientSession, headers: dict[str, str], pmcids: Sequence[str],
+                      read: list[str]) -> bool:
+    """Read ``pmcids`` in turn (abstract and results, 4,000 characters), adding each to ``read``; True when the
+    session's budget ran out (409), which ends the reading."""
+    for pmcid in pmcids:
+        r = await calls.call(c, "get_paper", "GET", f"/v1/papers/{pmcid}", headers=headers,
+                             params={"sections": "ABSTRACT,RESULTS", "max_chars": 4000})
+        if r is not None and r.status_code == 409:
+            return True
+        read.append(pmcid)
+    return False
 
 
 # ---------------------------------------------------------------------------------------------------------- files

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json as json_module
 import os
 import random
 import sys
@@ -36,102 +35,80 @@ import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 
-from bench.bench_sessions import BUDGET, Answer, build, prediction, warm_up  # noqa: E402
+from bench.bench_sessions import BUDGET, build, prediction, warm_up  # noqa: E402
 from bench.common import (  # noqa: E402
+    AGENT_QUERIES,
+    AgentCalls,
+    agent_sessions,
     flysift_command,
     free_port,
     machine,
     markdown_table,
     percentile,
+    read_papers,
     served,
     tree_cpu,
+    unread_hits,
     write_json,
 )
+from search.core.models import Gene  # noqa: E402
 
 TERM_QUERIES = ["nucleus", "transcription factor activity", "wing disc development", "cell adhesion", "apoptosis",
                 "dorsal closure", "axon guidance", "imaginal disc", "mitochondrion", "signal transduction"]
 
 
-class Windows:
+class Windows(AgentCalls):
     """Latencies and statuses per window of ``window_s`` seconds, and every error."""
 
     def __init__(self, window_s: float):
+        super().__init__()
         self.window_s = window_s
         self.t0 = time.monotonic()
         self.ms: dict[int, list[float]] = defaultdict(list)
         self.by_tool: dict[str, list[float]] = defaultdict(list)
         self.calls: Counter = Counter()
         self.statuses: Counter = Counter()
-        self.errors: Counter = Counter()
         self.sessions = 0
 
     def start(self) -> None:
         self.t0 = time.monotonic()
 
-    async def call(self, client: aiohttp.ClientSession, tool: str, method: str, url: str, *, json: Any = None,
-                   params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Answer | None:
-        t0 = time.perf_counter()
-        try:
-            async with client.request(method, url, json=json, params=params, headers=headers) as r:
-                raw = await r.read()
-                ctype = r.headers.get("content-type", "")
-        except (TimeoutError, aiohttp.ClientError) as e:
-            self.errors[f"{tool}: {type(e).__name__}"] += 1
-            return None
-        ms = (time.perf_counter() - t0) * 1000
+    def record(self, tool: str, status: int, ms: float) -> None:
         self.ms[int((time.monotonic() - self.t0) // self.window_s)].append(ms)
         self.by_tool[tool].append(ms)
         self.calls[tool] += 1
-        self.statuses[r.status] += 1
-        body = json_module.loads(raw) if ctype.startswith("application/json") and raw else None
-        if r.status >= 400:
-            code = body.get("error", {}).get("code", "?") if isinstance(body, dict) else "?"
-            if code != "budget_exhausted":
-                self.errors[f"{tool}: {r.status} {code}"] += 1
-        return Answer(r.status, body, ctype)
+        self.statuses[status] += 1
 
 
 async def agent(i: int, base: str, genes: list, w: Windows, deadline: float) -> None:
     rng = random.Random(1000 + i)
-    async with aiohttp.ClientSession(base_url=base, timeout=aiohttp.ClientTimeout(total=120)) as c:
-        while time.monotonic() < deadline:
-            gene = rng.choice(genes)
-            r = await w.call(c, "create_session", "POST", "/v1/sessions",
-                             json={"gene": gene.id, "max_papers": BUDGET, "synonym_policy": "full",
-                                   "team": f"team{i % 8}", "hidden_terms": {"set": "flyaoc"}})
-            if r is None or r.status_code != 201:
-                await asyncio.sleep(1)
-                continue
-            sid = r.json()["id"]
-            h = {"X-Session-Id": sid}
-            read: list[str] = []
-            exhausted, offset, dry = False, 0, 0
-            while not exhausted and dry < 3 and time.monotonic() < deadline:
-                q = rng.choice(["expression", "mutant phenotype", "signaling", "localization", gene.symbol])
-                r = await w.call(c, "search_papers", "POST", "/v1/papers/search", headers=h,
-                                 json={"query": q, "gene": gene.symbol, "limit": 10, "offset": offset})
-                if r is None or r.status_code != 200:
-                    break
-                hits = [x["pmcid"] for x in r.json()["hits"] if x["pmcid"] not in read]
-                offset = offset + 10 if hits else 0   # past the last hit: start again with another query
-                dry = 0 if hits else dry + 1          # three searches in a row with nothing new: submit
-                await w.call(c, "search_passages", "POST", "/v1/passages/search", headers=h,
-                             json={"query": q, "gene": gene.symbol, "limit": 5})
-                t = await w.call(c, "search_terms", "GET", "/v1/terms/search", headers=h,
-                                 params={"query": rng.choice(TERM_QUERIES), "ontology": "go", "limit": 5})
-                if t is not None and t.status_code == 200 and t.json().get("hits"):
-                    term = rng.choice(t.json()["hits"])["id"]
-                    await w.call(c, "get_term", "GET", f"/v1/terms/{term}", headers=h)
-                for pmcid in hits[:2]:
-                    r = await w.call(c, "get_paper", "GET", f"/v1/papers/{pmcid}", headers=h,
-                                     params={"sections": "ABSTRACT,RESULTS", "max_chars": 4000})
-                    if r is not None and r.status_code == 409:
-                        exhausted = True
-                        break
-                    read.append(pmcid)
-            await w.call(c, "submit", "POST", f"/v1/sessions/{sid}/submission", json=prediction(gene, read))
-            await w.call(c, "close_session", "POST", f"/v1/sessions/{sid}/close")
-            w.sessions += 1
+
+    async def session(c: aiohttp.ClientSession, gene: Gene, sid: str, h: dict[str, str]) -> None:
+        read: list[str] = []
+        exhausted, offset, dry = False, 0, 0
+        while not exhausted and dry < 3 and time.monotonic() < deadline:
+            q = rng.choice([*AGENT_QUERIES, gene.symbol])
+            hits = await unread_hits(w, c, h, q, gene.symbol, offset, read)
+            if hits is None:
+                break
+            offset = offset + 10 if hits else 0   # past the last hit: start again with another query
+            dry = 0 if hits else dry + 1          # three searches in a row with nothing new: submit
+            await w.call(c, "search_passages", "POST", "/v1/passages/search", headers=h,
+                         json={"query": q, "gene": gene.symbol, "limit": 5})
+            t = await w.call(c, "search_terms", "GET", "/v1/terms/search", headers=h,
+                             params={"query": rng.choice(TERM_QUERIES), "ontology": "go", "limit": 5})
+            if t is not None and t.status_code == 200 and t.json().get("hits"):
+                term = rng.choice(t.json()["hits"])["id"]
+                await w.call(c, "get_term", "GET", f"/v1/terms/{term}", headers=h)
+            exhausted = await read_papers(w, c, h, hits[:2], read)
+        await w.call(c, "submit", "POST", f"/v1/sessions/{sid}/submission", json=prediction(gene, read))
+        await w.call(c, "close_session", "POST", f"/v1/sessions/{sid}/close")
+        w.sessions += 1
+
+    await agent_sessions(w, base, genes, rng, deadline,
+                         lambda gene: {"gene": gene.id, "max_papers": BUDGET, "synonym_policy": "full",
+                                       "team": f"team{i % 8}", "hidden_terms": {"set": "flyaoc"}},
+                         session, timeout_s=120, pause_s=1)
 
 
 async def sample_rss(server: psutil.Process, every_s: float, until: float, out: list[tuple[float, int, int]],

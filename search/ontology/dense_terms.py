@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from search.core.models import TermHit
 from search.core.names import check_ontology
 from search.engines import TermEngine
 from search.engines.dense import DenseUnavailable, embed, load_encoder, model_name, resolve_encoder
+from search.ontology.loaded import ReloadingCache
 from search.ontology.model import Ontology
 from search.ontology.query_vectors import QueryVectors, dot_rows
 from search.retrieval.fusion import rrf
@@ -333,8 +333,7 @@ class DenseTermIndexes:
 
     def __init__(self, data_dir: Path | str):
         self.data_dir = Path(data_dir)
-        self._loaded: dict[str, tuple[tuple[Any, ...], DenseTerms | str]] = {}
-        self._lock = threading.Lock()
+        self._loaded: ReloadingCache[DenseTerms | str] = ReloadingCache()
         self._queries: dict[tuple[str, ...], QueryVectors] = {}
 
     def get(self, name: str, ontology: Callable[[], Ontology], ontology_key: Any) -> DenseTerms:
@@ -347,15 +346,7 @@ class DenseTermIndexes:
         except OSError:
             raise DenseUnavailable(f"Ontology {name!r} has no dense term index: {how_to_build(name)}.",
                                    details={"ontology": name}) from None
-        key = (stats, ontology_key)
-        cached = self._loaded.get(name)
-        if cached is None or cached[0] != key:
-            with self._lock:
-                cached = self._loaded.get(name)
-                if cached is None or cached[0] != key:
-                    cached = (key, self._load(name, ontology))
-                    self._loaded[name] = cached
-        got = cached[1]
+        got = self._loaded.get(name, (stats, ontology_key), lambda: self._load(name, ontology))
         if isinstance(got, str):
             raise DenseUnavailable(f"The dense term index of {name!r} is not used: {got}; {how_to_build(name)}.",
                                    details={"ontology": name})

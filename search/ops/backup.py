@@ -31,7 +31,8 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,20 @@ def _empty_or_missing(path: Path) -> bool:
     return not path.exists() or (path.is_dir() and not any(path.iterdir()))
 
 
+@contextmanager
+def _staged(target: Path, stage: str) -> Iterator[Path]:
+    """A new hidden folder beside ``target`` (``.<name>.<stage>-<random>``) to fill and then move into place: a
+    half-written backup or restore is never seen under ``target``'s name, and is removed when the block fails."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = target.parent / f".{target.name}.{stage}-{secrets.token_hex(4)}"
+    work.mkdir()
+    try:
+        yield work
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
 def create(settings: Settings, dest: Path, *, link: bool = True,
            say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Back up the data dir of ``settings`` into ``dest`` (a new or empty folder); returns the manifest."""
@@ -86,12 +101,9 @@ def create(settings: Settings, dest: Path, *, link: bool = True,
         raise BackupError(f"{dest} is not empty: back up into a new folder (a backup is never merged into another).",
                           details={"dest": str(dest)})
     engine = open_engine(settings)   # (a configuration error before any folder is made)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = dest.parent / f".{dest.name}.partial-{secrets.token_hex(4)}"
-    work.mkdir()
-    t0 = time.time()
-    manifest: dict[str, Any] = {"format": FORMAT, "flysift": __version__, "created": t0, "not_included": []}
-    try:
+    with closing(engine), _staged(dest, "partial") as work:
+        t0 = time.time()
+        manifest: dict[str, Any] = {"format": FORMAT, "flysift": __version__, "created": t0, "not_included": []}
         manifest["engine"] = engine.name
         manifest["sessions"] = _store(settings, engine, work, say, manifest["not_included"])
         if isinstance(engine, Backupable):
@@ -124,11 +136,6 @@ def create(settings: Settings, dest: Path, *, link: bool = True,
         if dest.exists():
             dest.rmdir()
         os.replace(work, dest)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    finally:
-        engine.close()
     return manifest
 
 
@@ -232,11 +239,8 @@ def _restore_files(src: Path, data_dir: Path, manifest: dict[str, Any], engine: 
                    say: Callable[[str], None]) -> dict[str, Any]:
     """Copy the files into a new folder, restore the snapshot (``engine``: one that is ``Snapshotting``), then move
     the folder into place: a failing snapshot restore leaves the data dir as it was."""
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = data_dir.parent / f".{data_dir.name}.restoring-{secrets.token_hex(4)}"
     say(f"copying {len(manifest['files'])} files")
-    try:
-        work.mkdir()
+    with _staged(data_dir, "restoring") as work:
         for rel in manifest["files"]:
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src / rel, work / rel)
@@ -259,9 +263,6 @@ def _restore_files(src: Path, data_dir: Path, manifest: dict[str, Any], engine: 
         elif data_dir.exists():
             data_dir.rmdir()
         os.replace(work, data_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return {**manifest, "replaced": str(replaced) if replaced else None, "restored_snapshot": restored}
 
 

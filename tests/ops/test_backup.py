@@ -199,6 +199,26 @@ def test_a_configuration_error_leaves_no_half_backup(tmp_path: Path):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".b.")]
 
 
+def test_a_backup_or_restore_failing_midway_leaves_no_half_folder(tmp_path: Path, monkeypatch):
+    """Both fill a hidden folder beside their target and move it into place: a failure removes it, and the target
+    (a new backup folder, a live data dir) is as it was."""
+    data = _data(tmp_path)
+    ops_backup.create(Settings(data_dir=data), tmp_path / "b")
+    before = sorted(p.name for p in data.iterdir())
+
+    def full(*_a, **_k):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(ops_backup, "_files", full)
+    with pytest.raises(OSError, match="No space"):
+        ops_backup.create(Settings(data_dir=data), tmp_path / "b2")
+    monkeypatch.setattr(ops_backup.shutil, "copy2", full)
+    with pytest.raises(OSError, match="No space"):
+        ops_backup.restore(tmp_path / "b", data, force=True)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not (tmp_path / "b2").exists() and sorted(p.name for p in data.iterdir()) == before
+
+
 def test_a_backup_never_lands_in_a_folder_that_holds_something(tmp_path: Path):
     data = _data(tmp_path)
     (tmp_path / "b").mkdir()

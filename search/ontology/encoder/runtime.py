@@ -26,6 +26,7 @@ from search.core.extras import ExtraMissing, require
 from search.engines.dense import DenseUnavailable
 from search.ontology.encoder import artefact
 from search.ontology.encoder.labels import LabelTable
+from search.ontology.loaded import ReloadingCache
 from search.ontology.model import Ontology
 from search.ontology.query_vectors import QueryVectors, dot_rows, unit_rows
 
@@ -267,8 +268,7 @@ class TermEncoders:
     def __init__(self, data_dir: Path | str, *, exact: bool = False):
         self.data_dir = Path(data_dir)
         self.exact = exact
-        self._loaded: dict[str, tuple[tuple[Any, ...], Loaded | str]] = {}
-        self._lock = threading.Lock()
+        self._loaded: ReloadingCache[Loaded | str] = ReloadingCache()
 
     def _key(self) -> tuple[Any, ...] | None:
         try:
@@ -285,15 +285,7 @@ class TermEncoders:
             raise DenseUnavailable(f"No term encoder in this data dir for {name!r}: train one with `flysift train "
                                    "term-encoder` (needs the dense extra: pip install 'flysift[dense]').",
                                    details={"ontology": name})
-        full = (key, ontology_key)
-        cached = self._loaded.get(name)
-        if cached is None or cached[0] != full:
-            with self._lock:
-                cached = self._loaded.get(name)
-                if cached is None or cached[0] != full:
-                    cached = (full, self._load(name, ontology))
-                    self._loaded[name] = cached
-        got = cached[1]
+        got = self._loaded.get(name, (key, ontology_key), lambda: self._load(name, ontology))
         if isinstance(got, str):
             raise DenseUnavailable(got, details={"ontology": name})
         return got
