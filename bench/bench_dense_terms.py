@@ -125,7 +125,7 @@ def fusion_grid(svc: TermService, queries: list[tuple[str, str, str]], ks: list[
                                ("dense alone", [(dense, w) for _, dense, w in lists]))]
     for k in ks:
         for weight in weights:
-            fused = [([tid for tid, _ in dense_terms.fuse(lex, dense, 5, k, weight)], want)
+            fused = [([tid for tid, _ in dense_terms.fuse([h.id for h in lex], dense, 5, k, weight)], want)
                      for lex, dense, want in lists]
             out.append({"rrf_k": k, "dense_weight": weight, "queries": len(lists),
                         "top1": sum(f[:1] == [w] for f, w in fused) / len(lists),

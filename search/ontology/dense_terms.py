@@ -41,8 +41,8 @@ from search.engines.dense import DenseUnavailable, embed, load_encoder, model_na
 from search.ontology.loaded import ReloadingCache
 from search.ontology.model import Ontology
 from search.ontology.query_vectors import QueryVectors, dot_rows
+from search.ontology.ranking import LexicalRanking, hits_of
 from search.retrieval.fusion import rrf
-from search.text.analysis import query_variants
 
 log = logging.getLogger(__name__)
 
@@ -391,36 +391,28 @@ class DenseTermIndexes:
         return queries(text)
 
     def search(self, engine: TermEngine, name: str, query: str, limit: int, filters: dict[str, Any], mode: str, *,
-               lexical: Callable[[int], list[TermHit]], ontology: Callable[[], Ontology], ontology_key: Any
-               ) -> list[TermHit]:
+               lexical: Callable[[int], LexicalRanking], ontology: Callable[[], Ontology],
+               ontology_key: Any) -> list[TermHit]:
         """Term search in ``mode`` dense (the nearest terms, scored by cosine) or hybrid (RRF of the lexical ranking,
         ``lexical(depth)``, and the dense one). The filters (aspect, hidden ids) apply to both sides; the dense index
-        holds live terms only. Hits come from the engine (``term_hits``), so they read like lexical ones."""
+        holds live terms only. Hits come from the lexical side or the engine (search.ontology.ranking.hits_of)."""
         index = self.get(name, ontology, ontology_key)
         dense = index.nearest(self.query_vector(index, query), limit if mode == "dense" else DENSE_POOL,
                               exclude=filters.get("exclude_ids") or frozenset(), aspect=filters.get("aspect"))
         if mode == "dense":
-            ranked = [(d.id, d.score) for d in dense]
-            known: dict[str, TermHit] = {}
-        else:
-            lex = lexical(max(limit, LEXICAL_DEPTH))
-            ranked = fuse(lex, dense, limit)
-            known = {h.id: h for h in lex}
-        missing = [tid for tid, _ in ranked if tid not in known]
-        if missing:
-            tokens = {t for v in query_variants(query) for t in v}
-            known.update((h.id, h) for h in engine.term_hits(name, missing, tokens))
-        return [known[tid].model_copy(update={"score": round(score, 4)}) for tid, score in ranked if tid in known]
+            return hits_of([(d.id, d.score) for d in dense], None, engine, name, query)
+        lex = lexical(max(limit, LEXICAL_DEPTH))
+        return hits_of(fuse(lex.ids, dense, limit), lex, engine, name, query)
 
 
-def fuse(lexical: list[TermHit], dense: list[Nearest], limit: int, k: int = TERM_RRF_K,
+def fuse(lexical: list[str], dense: list[Nearest], limit: int, k: int = TERM_RRF_K,
          dense_weight: float = DENSE_WEIGHT) -> list[tuple[str, float]]:
-    """The best ``limit`` of the RRF of the lexical hits and the dense terms: ``(id, 1/(k + lexical rank) +
+    """The best ``limit`` of the RRF of the lexical ranking's ids and the dense terms: ``(id, 1/(k + lexical rank) +
     dense_weight/(k + dense rank))``; ties keep the lexical order first. A weight of 1 is plain RRF."""
     if dense_weight == 1.0:
-        return rrf([[h.id for h in lexical], [d.id for d in dense]], k)[:limit]
+        return rrf([lexical, [d.id for d in dense]], k)[:limit]
     scores: dict[str, float] = {}
-    for weight, ranking in ((1.0, [h.id for h in lexical]), (dense_weight, [d.id for d in dense])):
+    for weight, ranking in ((1.0, lexical), (dense_weight, [d.id for d in dense])):
         for rank, key in enumerate(dict.fromkeys(ranking), start=1):
             scores[key] = scores.get(key, 0.0) + weight / (k + rank)
     order = {key: i for i, key in enumerate(scores)}

@@ -18,7 +18,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,6 +40,7 @@ from search.ontology.model import (
     Ontology,
     spec_for_id,
 )
+from search.ontology.ranking import Label, LexicalRanking
 from search.ontology.rerank import Ranked, engine_scores, engine_searches, rerank, variants
 from search.ontology.rerank_model import RerankModel
 from search.ontology.rewrites import query_forms
@@ -310,8 +311,8 @@ class TermService:
         if mode == "bm25":
             return self._ranked(ontology, lex, query, limit, filters)
 
-        def lexical(depth: int) -> list[TermHit]:
-            return self._ranked(ontology, lex, query, depth, filters)
+        def lexical(depth: int) -> LexicalRanking:
+            return self._lexical(ontology, lex, query, depth, filters)
 
         if encoder.present(self.data_dir):
             from search.ontology.encoder.fusion import search as encoder_search
@@ -353,25 +354,51 @@ class TermService:
 
     def _ranked(self, ontology: str, lex: RerankModel, query: str, limit: int, filters: dict[str, Any]
                 ) -> list[TermHit]:
+        """The lexical ranking's best ``limit`` as hits."""
+        return self._lexical(ontology, lex, query, limit, filters).hits()
+
+    def _lexical(self, ontology: str, lex: RerankModel, query: str, limit: int, filters: dict[str, Any]
+                 ) -> LexicalRanking:
         """Engine candidates for the query and its best rewrites (:func:`search.ontology.rewrites.query_forms`; one
-        engine call, ids and scores only), re-ranked (:func:`search.ontology.rerank.rerank`); hits are built for the
-        best ``limit``."""
+        engine call, ids and scores only), re-ranked (:func:`search.ontology.rerank.rerank`), the best ``limit``;
+        their hits are built when asked (search.ontology.ranking: a fusion shows few of them)."""
         forms = query_forms(lex, query)
         first, scores = engine_scores(self.engine.term_candidates(ontology, engine_searches(forms, limit), **filters))
         ranked = rerank(lex, variants(forms), list(first), scores, limit)
         if ranked is None:
             ranked = [Ranked(cid, score, None) for cid, score in list(first.items())[:limit]]
-        # the engine explains only hits the model does not know (the label the re-ranker matched says it otherwise)
-        tokens = {t for v in query_variants(forms.query) for t in v} if any(r.label is None for r in ranked) else set()
-        built = {h.id: h for h in self.engine.term_hits(ontology, [r.id for r in ranked], tokens)}
-        out = []
-        for r in ranked:
-            if (h := built.get(r.id)) is not None:
-                update: dict[str, Any] = {"score": round(r.score, 4)}
-                if r.label is not None:
-                    update["matched_synonym"] = lex.synonym(lex.index[r.id], r.label - 1) if r.label else None
-                out.append(h.model_copy(update=update))
-        return out
+
+        def synonym(r: Ranked) -> str | None:
+            return lex.synonym(lex.index[r.id], r.label - 1) if r.label else None
+
+        def build(positions: list[int]) -> list[TermHit]:
+            chosen = [ranked[i] for i in positions]
+            # the engine explains only hits the model does not know (the label the re-ranker matched says it
+            # otherwise)
+            tokens = {t for v in query_variants(forms.query) for t in v} if any(r.label is None for r in chosen) \
+                else set()
+            built = {h.id: h for h in self.engine.term_hits(ontology, [r.id for r in chosen], tokens)}
+            out = []
+            for r in chosen:
+                if (h := built.get(r.id)) is not None:
+                    update: dict[str, Any] = {"score": round(r.score, 4)}
+                    if r.label is not None:
+                        update["matched_synonym"] = synonym(r)
+                    out.append(h.model_copy(update=update))
+            return out
+
+        served = cache(lambda: self.ontology(ontology))   # loaded already where an encoder asks for labels
+
+        def label(i: int) -> Label:
+            r = ranked[i]
+            name = served().name_of(r.id) if r.label is not None else ""
+            if not name:   # an id the model does not know (or a model and ontology between two versions)
+                built = build([i])
+                return Label(built[0].name, built[0].matched_synonym) if built else Label("", None)
+            return Label(name, synonym(r))
+
+        # the scores the hits show (rounded): a fusion adds to what a caller of the lexical ranking sees
+        return LexicalRanking([r.id for r in ranked], [round(r.score, 4) for r in ranked], label=label, build=build)
 
     def _check_query(self, query: str) -> str:
         query = (query or "").strip()

@@ -16,6 +16,7 @@ from search.ontology import dense_terms
 from search.ontology.encoder import artefact, fusion, tuning
 from search.ontology.encoder.runtime import LabelVectors, Loaded
 from search.ontology.query_vectors import QueryVectors, dot_rows
+from search.ontology.ranking import Label, LexicalRanking
 
 
 class _Counting:
@@ -138,13 +139,21 @@ class _Engine:
         return [TermHit(id=i, ontology=name, name=f"term {i}", score=0.0) for i in ids]
 
 
-def _lexical(ids: list[str]):
+def _lexical(ids: list[str], built: list[str] | None = None):
+    """A lexical side ranking ``ids``; the ids whose hits it was asked to build go to ``built``."""
     calls: list[int] = []
 
-    def lexical(depth: int) -> list[TermHit]:
+    def lexical(depth: int) -> LexicalRanking:
         calls.append(depth)
-        return [TermHit(id=tid, ontology="go", name=f"term {tid}", score=1.0 - 0.02 * i)
+        hits = [TermHit(id=tid, ontology="go", name=f"term {tid}", score=1.0 - 0.02 * i)
                 for i, tid in enumerate(ids[:depth])]
+
+        def build(positions: list[int]) -> list[TermHit]:
+            if built is not None:
+                built.extend(hits[i].id for i in positions)
+            return [hits[i] for i in positions]
+        return LexicalRanking([h.id for h in hits], [h.score for h in hits],
+                              label=lambda i: Label(hits[i].name, None), build=build)
     return lexical, calls
 
 
@@ -160,6 +169,19 @@ def test_concurrent_hybrid_search_ranks_as_the_sequential_one():
         concurrent = _search(_Loaded(_manifest()), query, concurrent=True)
         sequential = _search(_Loaded(_manifest()), query, concurrent=False)
         assert concurrent == sequential and len(concurrent) == 10
+
+
+def test_hybrid_builds_the_hits_it_answers_only():
+    """The lexical side is asked 30 deep; only the hits in the answer are built (a hit reads a stored document)."""
+    loaded = _Loaded(_manifest())
+    built: list[str] = []
+    lexical, calls = _lexical(loaded.vectors.ids[5:40], built)
+    hits = fusion.search(_Encoders(loaded), _Engine(), "go", "cilia formation", 10, {}, "hybrid",   # type: ignore[arg-type]
+                         lexical=lexical, ontology=lambda: None, ontology_key=None)   # type: ignore[arg-type,return-value]
+    answered = [h.id for h in hits]
+    assert calls == [fusion.LEXICAL_DEPTH] and len(answered) == 10
+    assert sorted(built) == sorted(set(answered) & set(loaded.vectors.ids[5:40]))
+    assert all(h.name == f"term {h.id}" for h in hits)   # lexical and encoder-only hits read alike
 
 
 def test_the_query_is_embedded_while_the_lexical_side_ranks():
@@ -178,7 +200,7 @@ def test_the_query_is_embedded_while_the_lexical_side_ranks():
     loaded.encoder.query = QueryVectors(waiting_embed)
     lexical, _ = _lexical(loaded.vectors.ids[5:30])
 
-    def marked(depth: int) -> list[TermHit]:
+    def marked(depth: int) -> LexicalRanking:
         lexical_started.set()
         return lexical(depth)
 

@@ -21,7 +21,7 @@ about the longer of the two sides, not their sum; a query whose vector is cached
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,7 +31,8 @@ from search.core.models import TermHit
 from search.engines import TermEngine
 from search.ontology.encoder.runtime import Loaded, Nearest, TermEncoders
 from search.ontology.model import Ontology
-from search.text.analysis import canonical_label, normalise, query_variants
+from search.ontology.ranking import Label, LexicalRanking, hits_of
+from search.text.analysis import canonical_label, normalise
 
 #: how deep each side goes into the fusion
 LEXICAL_DEPTH = 30
@@ -41,10 +42,10 @@ DEFAULT_WEIGHT = 1.0
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="flysift-term-encoder")
 
 
-def exact_ids(query: str, lexical: list[TermHit]) -> list[str]:
-    """The lexical hits whose name or matched synonym is the query (word-view tokens equal), in lexical order."""
+def exact_ids(query: str, labels: Iterable[tuple[str, Label]]) -> list[str]:
+    """The ids whose name or matched synonym is the query (word-view tokens equal), in the order given."""
     forms = {f for f in (normalise(query), normalise(canonical_label(query))) if f}
-    return [h.id for h in lexical if forms & {normalise(h.name), normalise(h.matched_synonym or "")}]
+    return [tid for tid, (name, synonym) in labels if forms & {normalise(name), normalise(synonym or "")}]
 
 
 def weight_of(loaded: Loaded, name: str) -> float:
@@ -53,17 +54,17 @@ def weight_of(loaded: Loaded, name: str) -> float:
     return DEFAULT_WEIGHT if entry is None or entry.fusion_weight is None else entry.fusion_weight
 
 
-def fuse(query: str, lexical: list[TermHit], lexical_depth: int, neighbours: list[Nearest],
+def fuse(query: str, lexical: LexicalRanking, lexical_depth: int, neighbours: list[Nearest],
          cosines: dict[str, tuple[float, int]], limit: int, weight: float = DEFAULT_WEIGHT) -> list[tuple[str, float]]:
-    """The best ``limit`` ``(id, fused score)`` of the lexical hits (asked ``lexical_depth`` deep) and the
-    encoder's neighbours; ``cosines`` holds the cosine of lexical hits the neighbours lack."""
-    lex = {h.id: h.score for h in lexical}
+    """The best ``limit`` ``(id, fused score)`` of the lexical ranking (asked ``lexical_depth`` deep) and the
+    encoder's neighbours; ``cosines`` holds the cosine of lexical candidates the neighbours lack."""
+    lex = dict(zip(lexical.ids, lexical.scores, strict=True))
     floor = min(lex.values()) if lex and len(lexical) >= lexical_depth else 0.0
     cos = {tid: c for tid, (c, _) in cosines.items()}
     cos.update((n.id, n.score) for n in neighbours)
     order = {tid: i for i, tid in enumerate([*lex, *(n.id for n in neighbours)])}
     scores = {tid: lex.get(tid, floor) + weight * cos.get(tid, 0.0) for tid in order}
-    pinned = exact_ids(query, lexical)
+    pinned = exact_ids(query, lexical.labels())
     rest = sorted((tid for tid in scores if tid not in set(pinned)), key=lambda t: (-scores[t], order[t]))
     top = max(scores.values(), default=0.0)
     out = [(tid, top + 1e-4 * (len(pinned) - i)) for i, tid in enumerate(pinned)]   # pinned first, in order
@@ -77,34 +78,27 @@ def _encoder_side(loaded: Loaded, query: str, k: int, exclude: set[str] | frozen
 
 
 def search(encoders: TermEncoders, engine: TermEngine, name: str, query: str, limit: int, filters: dict[str, Any],
-           mode: str, *, lexical: Callable[[int], list[TermHit]], ontology: Callable[[], Ontology],
+           mode: str, *, lexical: Callable[[int], LexicalRanking], ontology: Callable[[], Ontology],
            ontology_key: Any, concurrent: bool = True) -> list[TermHit]:
     """Term search in ``mode`` dense or hybrid with the data dir's encoder (:class:`DenseUnavailable` when it does
     not fit the served ontology). The filters (aspect, hidden ids) apply to both sides; the encoder holds live terms
-    only. Hits come from the lexical side or the engine (``term_hits``), so they read alike. ``concurrent`` False
-    runs the two sides one after the other (the same ranking, tested)."""
+    only. Hits come from the lexical side or the engine (search.ontology.ranking.hits_of), so they read alike.
+    ``concurrent`` False runs the two sides one after the other (the same ranking, tested)."""
     loaded = encoders.get(name, ontology, ontology_key)
     exclude = filters.get("exclude_ids") or frozenset()
     aspect = filters.get("aspect")
     if mode == "dense":
         _, neighbours = _encoder_side(loaded, query, limit, exclude, aspect)
-        ranked = [(n.id, n.score) for n in neighbours]
-        known: dict[str, TermHit] = {}
+        return hits_of([(n.id, n.score) for n in neighbours], None, engine, name, query)
+    depth, pool = max(limit, LEXICAL_DEPTH), max(limit, ENCODER_POOL)
+    if concurrent and loaded.encoder.query.cached(query) is None:
+        pending = _POOL.submit(_encoder_side, loaded, query, pool, exclude, aspect)
+        lex = lexical(depth)
+        vector, neighbours = pending.result()
     else:
-        depth, pool = max(limit, LEXICAL_DEPTH), max(limit, ENCODER_POOL)
-        if concurrent and loaded.encoder.query.cached(query) is None:
-            pending = _POOL.submit(_encoder_side, loaded, query, pool, exclude, aspect)
-            lex = lexical(depth)
-            vector, neighbours = pending.result()
-        else:
-            vector, neighbours = _encoder_side(loaded, query, pool, exclude, aspect)
-            lex = lexical(depth)
-        have = {n.id for n in neighbours}
-        cosines = loaded.vectors.cosines(vector, [h.id for h in lex if h.id not in have])
-        ranked = fuse(query, lex, depth, neighbours, cosines, limit, weight_of(loaded, name))
-        known = {h.id: h for h in lex}
-    missing = [tid for tid, _ in ranked if tid not in known]
-    if missing:
-        tokens = {t for v in query_variants(query) for t in v}
-        known.update((h.id, h) for h in engine.term_hits(name, missing, tokens))
-    return [known[tid].model_copy(update={"score": round(score, 4)}) for tid, score in ranked if tid in known]
+        vector, neighbours = _encoder_side(loaded, query, pool, exclude, aspect)
+        lex = lexical(depth)
+    have = {n.id for n in neighbours}
+    cosines = loaded.vectors.cosines(vector, [tid for tid in lex.ids if tid not in have])
+    ranked = fuse(query, lex, depth, neighbours, cosines, limit, weight_of(loaded, name))
+    return hits_of(ranked, lex, engine, name, query)
