@@ -10,6 +10,7 @@ engine for and what it compares labels against.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -74,7 +75,8 @@ def rerank(lex: RerankModel, variants: list[tuple[str, float]], candidates: list
         toks = stems(words(text))
         if toks:
             idf = {t: lex.idf.get(t, lex.unknown_idf) for t in toks}
-            forms.append((toks, idf, sum(idf.values()), frame(toks), discount))
+            # fsum: exact, so the same whatever order the set of stems iterates in (the hash seed)
+            forms.append((toks, idf, math.fsum(idf.values()), frame(toks), discount))
     if not forms:
         return None
     rows = np.fromiter((lex.index.get(c, -1) for c in candidates), np.int64, len(candidates))

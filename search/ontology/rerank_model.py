@@ -228,7 +228,9 @@ def _columns(ont: Ontology, labels_of: list[list[frozenset[str]]], idf: dict[str
     vocab: dict[str, int] = {}
     code = lambda w: vocab.setdefault(w, len(vocab))  # noqa: E731
     label_codes = [[code(t) for t in sorted(lab)] for labs in labels_of for lab in labs]
-    weights = [sum(idf.get(t, unknown_idf) for t in lab) for labs in labels_of for lab in labs]
+    # fsum: a label's stems are a set, whose order changes with the process's hash seed; a plain sum's last bit
+    # followed it, and two labels of equal weight ranked in another order after a restart
+    weights = [math.fsum(idf.get(t, unknown_idf) for t in lab) for labs in labels_of for lab in labs]
     def_codes = [[code(t) for t in dict.fromkeys(stem_list(words(text or "")))] for text in defs]
     word_codes = [code(w) for ws in names_words for w in ws]
     syn_text = "".join(text + "\x00" for syns in synonyms for text, _ in syns).encode()
