@@ -27,7 +27,6 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from search.engines import TermEngine
 from search.engines.dense import DenseUnavailable, embed, load_encoder, model_name, resolve_encoder
 from search.ontology.loaded import ReloadingCache
 from search.ontology.model import Ontology
-from search.ontology.query_vectors import QueryVectors, dot_rows
+from search.ontology.query_vectors import Nearest, QueryVectors, dot_rows, nearest_terms, top_rows
 from search.ontology.ranking import LexicalRanking, hits_of
 from search.retrieval.fusion import rrf
 
@@ -230,16 +229,6 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 # ---- serving -----------------------------------------------------------------------------------------------------
 
-@dataclass
-class Nearest:
-    """A term the dense side found: its cosine and the label whose vector was nearest (0 name, k synonym k,
-    -1 definition)."""
-
-    id: str
-    score: float
-    label: int
-
-
 class DenseTerms:
     """One ontology's dense term index in memory (vectors as float32 for BLAS: GO's ~195,000 take ~300 MB)."""
 
@@ -271,30 +260,13 @@ class DenseTerms:
         """The ``k`` terms whose best vector is nearest to ``vector`` (unit length), best first, leaving out
         ``exclude`` and, with ``aspect``, terms of other aspects. Reads the top vectors and widens until ``k``
         distinct allowed terms are found or every vector has been read."""
-        n = len(self.vectors)
-        if n == 0 or k <= 0:
-            return []
         scores = dot_rows(self.vectors, vector)
-        want = min(n, 4 * k)
-        while True:
-            top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
-            top = top[np.argsort(-scores[top], kind="stable")]
-            out: list[Nearest] = []
-            seen: set[int] = set()
-            for r in top.tolist():
-                t = int(self.terms[r])
-                if t in seen:
-                    continue
-                seen.add(t)
-                tid = self.ids[t]
-                if tid in exclude or (aspect and self.aspects[t] != aspect):
-                    continue
-                out.append(Nearest(tid, float(scores[r]), int(self.labels[r])))
-                if len(out) == k:
-                    return out
-            if want >= n:
-                return out
-            want = min(n, want * 4)
+
+        def top(want: int) -> tuple[np.ndarray, np.ndarray]:
+            rows = top_rows(scores, want)
+            return rows, scores[rows]
+        return nearest_terms(top, len(self.vectors), k, 4 * k, term_of=self.terms, label_of=self.labels,
+                             ids=self.ids, aspects=self.aspects, exclude=exclude, aspect=aspect)
 
 
 def _check(m: Any, vectors: np.ndarray, labels: np.ndarray, name: str) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -79,3 +80,50 @@ class QueryVectors:
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
+
+
+@dataclass
+class Nearest:
+    """A term a term-search encoder found: the cosine of its nearest label vector, and that label (0 the name, k
+    synonym k; -1 the definition, in the dense term index)."""
+
+    id: str
+    score: float
+    label: int
+
+
+def top_rows(scores: np.ndarray, want: int) -> np.ndarray:
+    """The rows of the ``want`` highest ``scores``, best first (equal scores: the lower row first)."""
+    n = len(scores)
+    top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
+def nearest_terms(top: Callable[[int], tuple[np.ndarray, np.ndarray]], rows: int, k: int, want: int, *,
+                  term_of: np.ndarray, label_of: np.ndarray, ids: Sequence[str], aspects: Sequence[str],
+                  exclude: set[str] | frozenset[str] = frozenset(), aspect: str | None = None) -> list[Nearest]:
+    """The ``k`` terms whose best label vector is nearest, best first, leaving out ``exclude`` and, with
+    ``aspect``, terms of other aspects. ``top(want)`` gives the ``want`` nearest of the ``rows`` label vectors (row
+    numbers and cosines, best first); a row is label ``label_of[row]`` of term ``term_of[row]``. Reads ``want``
+    rows first and four times as many each time until ``k`` terms are found or every row has been read."""
+    if rows == 0 or k <= 0:
+        return []
+    want = min(rows, want)
+    while True:
+        found, scores = top(want)
+        out: list[Nearest] = []
+        seen: set[int] = set()
+        for r, s in zip(found.tolist(), scores.tolist(), strict=True):
+            t = int(term_of[r])
+            if t in seen:
+                continue
+            seen.add(t)
+            tid = ids[t]
+            if tid in exclude or (aspect and aspects[t] != aspect):
+                continue
+            out.append(Nearest(tid, float(s), int(label_of[r])))
+            if len(out) == k:
+                return out
+        if want >= rows:
+            return out
+        want = min(rows, want * 4)

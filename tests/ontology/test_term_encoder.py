@@ -25,8 +25,8 @@ from search.ontology.encoder.fusion import exact_ids, fuse
 from search.ontology.encoder.labels import LabelTable, split, split_of
 from search.ontology.encoder.mf import activity_shaped
 from search.ontology.encoder.pairs import Corpus, PlanConfig, mine, plan
-from search.ontology.encoder.runtime import Nearest
 from search.ontology.model import Ontology
+from search.ontology.query_vectors import Nearest
 from search.ontology.ranking import LexicalRanking
 from search.ontology.service import TermService
 

@@ -29,8 +29,9 @@ import numpy as np
 
 from search.core.models import TermHit
 from search.engines import TermEngine
-from search.ontology.encoder.runtime import Loaded, Nearest, TermEncoders
+from search.ontology.encoder.runtime import Loaded, TermEncoders
 from search.ontology.model import Ontology
+from search.ontology.query_vectors import Nearest
 from search.ontology.ranking import Label, LexicalRanking, hits_of
 from search.text.analysis import canonical_label, normalise
 

@@ -28,7 +28,7 @@ from search.ontology.encoder import artefact
 from search.ontology.encoder.labels import LabelTable
 from search.ontology.loaded import ReloadingCache
 from search.ontology.model import Ontology
-from search.ontology.query_vectors import QueryVectors, dot_rows, unit_rows
+from search.ontology.query_vectors import Nearest, QueryVectors, dot_rows, nearest_terms, top_rows, unit_rows
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +44,6 @@ MAX_IDS_BYTES = 64 << 20
 def retrain_hint(data_dir: Path | str | None = None) -> str:
     where = f" --data-dir {data_dir}" if data_dir is not None else ""
     return f"retrain it with `flysift train term-encoder{where}`"
-
-
-@dataclass
-class Nearest:
-    """A term the encoder found: the cosine of its nearest label, and that label (0 the name, k synonym k)."""
-
-    id: str
-    score: float
-    label: int
 
 
 class QueryEncoder:
@@ -184,37 +175,16 @@ class LabelVectors:
             keep = rows[0] >= 0
             return rows[0][keep].astype(np.int64), scores[0][keep]
         scores = dot_rows(self.vectors, vector)
-        top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
-        top = top[np.argsort(-scores[top], kind="stable")]
+        top = top_rows(scores, want)
         return top, scores[top]
 
     def nearest(self, vector: np.ndarray, k: int, *, exclude: set[str] | frozenset[str] = frozenset(),
                 aspect: str | None = None) -> list[Nearest]:
         """The ``k`` terms whose best label is nearest to ``vector`` (unit length), best first, leaving out
-        ``exclude`` and, with ``aspect``, terms of other aspects: reads the top labels and widens until ``k``
-        terms are found or every label has been read."""
-        n = len(self.term)
-        if n == 0 or k <= 0:
-            return []
-        want = 4 * k if not aspect else 16 * k
-        while True:
-            rows, scores = self._top_rows(vector, want)
-            out: list[Nearest] = []
-            seen: set[int] = set()
-            for r, s in zip(rows.tolist(), scores.tolist(), strict=True):
-                t = int(self.term[r])
-                if t in seen:
-                    continue
-                seen.add(t)
-                tid = self.ids[t]
-                if tid in exclude or (aspect and self.aspects[t] != aspect):
-                    continue
-                out.append(Nearest(tid, float(s), int(self.k[r])))
-                if len(out) == k:
-                    return out
-            if want >= n:
-                return out
-            want = min(n, want * 4)
+        ``exclude`` and, with ``aspect``, terms of other aspects (an aspect reads four times deeper at first)."""
+        return nearest_terms(lambda want: self._top_rows(vector, want), len(self.term), k,
+                             4 * k if not aspect else 16 * k, term_of=self.term, label_of=self.k, ids=self.ids,
+                             aspects=self.aspects, exclude=exclude, aspect=aspect)
 
     def cosines(self, vector: np.ndarray, term_ids: list[str]) -> dict[str, tuple[float, int]]:
         """The best label's cosine (and that label's k) of each of ``term_ids`` this ontology knows: their label
