@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -236,16 +237,17 @@ class Answer(NamedTuple):
 _parse_json = json.loads   # (``call``'s ``json`` is the request's body, as in aiohttp)
 
 
-class AgentCalls:
+class AgentCalls(ABC):
     """The timed calls of simulated agents (bench_sessions.py, soak.py): a failed connection, or a non-2xx answer
     other than the expected ``budget_exhausted``, is counted in ``errors``; every answered call goes to
-    :meth:`record`, which keeps what the script reports."""
+    :meth:`record`, which each script defines to keep what it reports."""
 
     def __init__(self) -> None:
         self.errors: Counter = Counter()
 
+    @abstractmethod
     def record(self, tool: str, status: int, ms: float) -> None:
-        raise NotImplementedError
+        """One answered call: its tool, HTTP status and milliseconds."""
 
     async def call(self, client: aiohttp.ClientSession, tool: str, method: str, url: str, *, json: Any = None,
                    params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Answer | None:
