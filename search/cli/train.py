@@ -28,7 +28,7 @@ def train() -> None:
 @click.option("--seed", type=int, default=13, show_default=True, help="Seed of the plan and of dropout")
 @click.option("--batch-size", type=click.IntRange(2, 4096), default=64, show_default=True,
               help="Pairs per step (each anchor's in-batch negatives are the others' positives and negatives)")
-@click.option("--lr", type=float, default=5e-5, show_default=True, help="Peak learning rate (AdamW)")
+@click.option("--lr", type=float, default=1e-4, show_default=True, help="Peak learning rate (AdamW)")
 @click.option("--max-pairs-per-term", type=click.IntRange(1, 10_000), default=3, show_default=True,
               help="Synonyms of one term used as anchors per epoch (a new draw each epoch)")
 @click.option("--frozen-layers", type=click.IntRange(0, 64), default=2, show_default=True,
