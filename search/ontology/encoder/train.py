@@ -42,6 +42,7 @@ import numpy as np
 
 from search.core.errors import FlysiftError, IndexMissing, InvalidRequest
 from search.core.extras import require
+from search.core.stops import StopSignal
 from search.ontology.encoder import artefact
 from search.ontology.encoder.labels import DEV_FRACTION, SPLITS, TEST_FRACTION, LabelTable, split
 from search.ontology.encoder.pairs import Corpus, Plan, PlanConfig, anchors, mine, plan
@@ -304,35 +305,6 @@ class State:
     scaler: dict[str, Any] = field(default_factory=dict)
 
 
-class _StopSignal:
-    """SIGINT and SIGTERM ask the training to stop after the current step (with a checkpoint): an interrupted
-    optimizer step would leave half-updated weights. A second signal stops at once. Only the main thread can hold
-    signal handlers; elsewhere (a worker thread) signals keep their default meaning."""
-
-    def __init__(self) -> None:
-        import signal
-        import threading
-
-        self.asked = False
-        self._saved: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.asked:
-            self.restore()
-            raise KeyboardInterrupt
-        self.asked = True
-
-    def restore(self) -> None:
-        import signal
-
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
-        self._saved.clear()
-
-
 def _lock(data_dir: Path) -> Any:
     """One training per data dir: an exclusive lock on ``term-encoder/train.lock`` (released when the process ends),
     or a one-line error."""
@@ -584,7 +556,7 @@ def _fit(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Dat
         last_save = time.perf_counter()
 
     model.train()
-    stop = _StopSignal()   # Ctrl-C or SIGTERM: finish the step, checkpoint, stop (a second one stops at once)
+    stop = StopSignal()   # Ctrl-C or SIGTERM: finish the step, checkpoint, stop (a second one stops at once)
     try:
         while state.epoch < cfg.epochs:
             nb = len(epoch_plan.batches)
