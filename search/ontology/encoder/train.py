@@ -18,8 +18,8 @@ uninterrupted one would have.
 
 **Devices.** ``cpu`` (every core this process may use; bfloat16 autocast where the CPU has AVX512-BF16, else
 float32) and ``cuda`` (float16 autocast with a gradient scaler). Layers below ``frozen_layers`` and the word
-embeddings are frozen: their backward pass and optimizer state cost time on a CPU (what training them would buy
-is the ``frozen-0`` point of bench/bench_term_encoder_curve.py, not measured yet).
+embeddings are frozen: their backward pass and optimizer state cost time on a CPU (training them all, the
+``frozen-0`` point of bench/bench_term_encoder_curve.py, cost 1.25x the CPU for about what a higher rate gives free).
 
 Torch and sentence-transformers (the ``dense`` extra) are imported inside the functions: the term service never
 imports this module.
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import time
@@ -44,15 +43,15 @@ from search.core.errors import FlysiftError, IndexMissing, InvalidRequest
 from search.core.extras import require
 from search.core.stops import StopSignal
 from search.ontology.encoder import artefact
-from search.ontology.encoder.labels import DEV_FRACTION, SPLITS, TEST_FRACTION, LabelTable, split
-from search.ontology.encoder.pairs import Corpus, Plan, PlanConfig, anchors, mine, plan
+from search.ontology.encoder.config import PRECISIONS, TrainConfig
+from search.ontology.encoder.labels import SPLITS, LabelTable, split
+from search.ontology.encoder.pairs import Corpus, Plan, anchors, mine, plan
 from search.ontology.encoder.runtime import QueryEncoder, build_hnsw
 
 if TYPE_CHECKING:
     from search.ontology.service import TermService
 
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 CHECKPOINT_S = 600.0
 GRAD_CLIP = 1.0
 
@@ -83,50 +82,6 @@ class _Silent:
 
     def write(self, message: str, *, always: bool = False) -> None:
         pass
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that decides the trained weights (the resume fingerprint and the manifest record it)."""
-
-    seed: int = 13
-    epochs: int = 2
-    batch_size: int = 64
-    lr: float = 1e-4   # twice 5e-5: better on every dev figure of the curve and of a full run (docs/ontologies.md)
-    warmup: float = 0.05
-    weight_decay: float = 0.01
-    scale: float = 20.0
-    max_seq_length: int = 32
-    frozen_layers: int = 2
-    max_pairs_per_term: int = 3
-    synonym_positive_share: float = 0.25
-    model_negative_share: float = 0.5
-    sibling_negatives: bool = True
-    split_seed: int = 0
-    test_fraction: float = TEST_FRACTION
-    dev_fraction: float = DEV_FRACTION
-    precision: str = "auto"
-    ontologies: tuple[str, ...] = ()
-
-    def check(self) -> None:
-        bounds = {"epochs": (0, 100), "batch_size": (2, 4096), "max_seq_length": (8, 512), "frozen_layers": (0, 64),
-                  "max_pairs_per_term": (1, 10_000)}
-        for name, (lo, hi) in bounds.items():
-            if not lo <= getattr(self, name) <= hi:
-                raise InvalidRequest(f"{name}: must be between {lo} and {hi}", details={"field": name})
-        for name in ("lr", "warmup", "weight_decay", "scale", "synonym_positive_share", "model_negative_share",
-                     "test_fraction", "dev_fraction"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise InvalidRequest(f"{name}: must be a finite number ≥ 0", details={"field": name})
-        if self.test_fraction + self.dev_fraction >= 0.9:
-            raise InvalidRequest("test_fraction + dev_fraction: must stay below 0.9", details={"field": "split"})
-        if self.precision not in PRECISIONS:
-            raise InvalidRequest(f"precision: one of {', '.join(PRECISIONS)}", details={"field": "precision"})
-
-    def plan_config(self) -> PlanConfig:
-        return PlanConfig(self.batch_size, self.max_pairs_per_term, self.synonym_positive_share,
-                          self.model_negative_share, self.sibling_negatives)
 
 
 @dataclass
