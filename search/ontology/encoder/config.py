@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from search.core.errors import InvalidRequest
-
-if TYPE_CHECKING:
-    from search.ontology.encoder.pairs import PlanConfig
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: the default held-out fractions (of terms): test is what bench_ontology scores, dev what tuning may look at
@@ -59,9 +55,3 @@ class TrainConfig:
             raise InvalidRequest("test_fraction + dev_fraction: must stay below 0.9", details={"field": "split"})
         if self.precision not in PRECISIONS:
             raise InvalidRequest(f"precision: one of {', '.join(PRECISIONS)}", details={"field": "precision"})
-
-    def plan_config(self) -> PlanConfig:
-        from search.ontology.encoder.pairs import PlanConfig  # numpy: not at the CLI's start
-
-        return PlanConfig(self.batch_size, self.max_pairs_per_term, self.synonym_positive_share,
-                          self.model_negative_share, self.sibling_negatives)

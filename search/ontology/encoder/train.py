@@ -45,7 +45,7 @@ from search.core.stops import StopSignal
 from search.ontology.encoder import artefact
 from search.ontology.encoder.config import PRECISIONS, TrainConfig
 from search.ontology.encoder.labels import SPLITS, LabelTable, split
-from search.ontology.encoder.pairs import Corpus, Plan, anchors, mine, plan
+from search.ontology.encoder.pairs import Corpus, Plan, PlanConfig, anchors, mine, plan
 from search.ontology.encoder.runtime import QueryEncoder, build_hnsw
 
 if TYPE_CHECKING:
@@ -394,9 +394,9 @@ def _epoch_plan(data: Data, cfg: TrainConfig, epoch: int, bank: np.ndarray | Non
                 ) -> Plan:
     mined = None
     if epoch > 0 and bank is not None and present is not None and cfg.model_negative_share > 0:
-        wanted = [a for a, _ in anchors(data.corpus, cfg.plan_config(), cfg.seed, epoch)]
+        wanted = [a for a, _ in anchors(data.corpus, PlanConfig.of(cfg), cfg.seed, epoch)]
         mined = mine(data.corpus, bank, present, wanted)
-    return plan(data.corpus, cfg.plan_config(), cfg.seed, epoch, mined)
+    return plan(data.corpus, PlanConfig.of(cfg), cfg.seed, epoch, mined)
 
 
 def _setup(cfg: TrainConfig, run: Run) -> tuple[str, str]:
@@ -476,7 +476,7 @@ def _fit(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Dat
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     amp = Amp(device, precision)
     dim = int((getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)())
-    pairs_per_epoch = data.corpus.pair_count(cfg.plan_config())
+    pairs_per_epoch = data.corpus.pair_count(PlanConfig.of(cfg))
 
     got: tuple[State, Plan, np.ndarray, np.ndarray] | str = "restart asked for" if run.restart else \
         load_checkpoint(data_dir, fp, model, optimizer, amp)
