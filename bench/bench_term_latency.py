@@ -1,9 +1,10 @@
 """Term search latency with the term encoder, this tree against a baseline (another git ref), side by side in one
 run: two worker processes, each with its own warm service over the same data dir, take the same queries in
 alternating blocks, so the machine's load falls on both alike. Per query: wall and CPU time (the process's, both
-threads of a hybrid search), in-process, limit 10. Queries are distinct seeded synonyms of the ontology's live terms
-(each process sees each query once per mode: the query-vector cache never answers, except in the ``--repeat`` pass,
-labelled as such). The machine's load average is printed before and after.
+threads of a hybrid search), in-process, limit 10; and whether the trees' answers (hits, scores, matched synonyms)
+are equal. Queries are distinct seeded synonyms of the ontology's live terms (each process sees each query once per
+mode: the query-vector cache never answers, except in the ``--repeat`` pass, labelled as such). The machine's load
+average is printed before and after.
 
     .venv/bin/python bench/bench_term_latency.py --data-dir /tmp/data [--baseline main] [--this HEAD]
         [--ontologies go,fbbt] [--queries 300] [--modes bm25,hybrid] [--block 25] [--repeat] [--json out.json]
@@ -44,8 +45,9 @@ def child(data_dir: Path) -> None:
         out = []
         for q in req["queries"]:
             t0, c0 = time.perf_counter(), time.process_time()
-            svc.search(req["ontology"], q, limit=10, mode=req["mode"])
-            out.append(((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
+            hits = svc.search(req["ontology"], q, limit=10, mode=req["mode"]).hits
+            wall, cpu = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+            out.append((wall, cpu, [h.model_dump(mode="json") for h in hits]))
         print(json.dumps(out), flush=True)
 
 
@@ -86,12 +88,15 @@ def measure(procs: dict[str, subprocess.Popen], args: argparse.Namespace) -> dic
                 order = list(procs) if b % 2 == 0 else list(procs)[::-1]
                 for label in order:
                     got[label] += ask(label, {"ontology": name, "mode": mode, "queries": qs[s:s + args.block]})
+            answers = [[a for _, _, a in xs] for xs in got.values()]
+            differ = [q for i, q in enumerate(qs) if any(a[i] != answers[0][i] for a in answers[1:])]
             for label, xs in got.items():
-                wall, cpu = [w for w, _ in xs], [c for _, c in xs]
+                wall, cpu = [w for w, _, _ in xs], [c for _, c, _ in xs]
                 results[f"{name} {shown} {label}"] = {
                     "ontology": name, "mode": shown, "tree": label, "queries": len(xs),
                     "wall_p50": pct(wall, .5), "wall_p99": pct(wall, .99),
-                    "cpu_p50": pct(cpu, .5), "cpu_p99": pct(cpu, .99)}
+                    "cpu_p50": pct(cpu, .5), "cpu_p99": pct(cpu, .99),
+                    "answers_differ": len(differ), "first_differing": differ[:3]}
     return results
 
 
@@ -156,6 +161,12 @@ def main() -> None:
     for r in results.values():
         print(f"| {r['ontology']} | {r['mode']} | {r['tree']} | {r['queries']} | {r['wall_p50']:.1f} | "
               f"{r['wall_p99']:.1f} | {r['cpu_p50']:.1f} | {r['cpu_p99']:.1f} |")
+    if len(procs) > 1:   # the trees' answers (hits, scores, matched synonyms): a speed-up must not change them
+        for key, r in results.items():
+            if key.endswith(next(iter(procs))):
+                print(f"{r['ontology']} {r['mode']}: answers " + (
+                    f"equal on all {r['queries']} queries" if not r["answers_differ"] else
+                    f"differ on {r['answers_differ']} of {r['queries']} (first: {r['first_differing']})"))
     if args.json:
         args.json.write_text(json.dumps({"load": [load0, load1], "rows": list(results.values())}, indent=2))
 

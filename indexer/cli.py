@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -64,9 +65,14 @@ def corpus(sources: tuple[Path, ...], data_dir: Path | None, fmt: str, id_map: P
             if len(warnings) <= 20:
                 progress.write(f"warning: {msg}", always=True)
 
-        summary = index_corpus(list(sources), services, fmt=fmt, id_map=id_map, strict=strict, resume=not no_resume,
-                               collection=collection, commit_every=commit_every, progress=progress.update, warn=warn,
-                               allow_shrink=allow_shrink, workers=workers)
+        try:
+            summary = index_corpus(list(sources), services, fmt=fmt, id_map=id_map, strict=strict,
+                                   resume=not no_resume, collection=collection, commit_every=commit_every,
+                                   progress=progress.update, warn=warn, allow_shrink=allow_shrink, workers=workers)
+        except KeyboardInterrupt:
+            progress.write("interrupted: the build is kept as of its last commit; run the same command again to "
+                           "resume it", always=True)
+            sys.exit(130)   # the shell's code for a run stopped by Ctrl-C
     if len(warnings) > 20:
         click.echo(f"… and {len(warnings) - 20} more warnings", err=True)
     if summary.resumed_from:

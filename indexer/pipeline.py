@@ -38,6 +38,7 @@ from search.builds.service import prepare
 from search.core.errors import InputError, Unavailable
 from search.core.models import IndexSummary, Paper, Passage, Reject
 from search.core.names import DEFAULT_COLLECTION
+from search.core.stops import StopSignal
 from search.engines import BuildRefused, storage_error
 from search.services import Services
 
@@ -220,8 +221,9 @@ def index_corpus(paths: list[Path], services: Services, *, fmt: str = "auto", id
 
     Nothing is published when the inputs held no record, every record was rejected, or the build is much smaller
     than the live one (``BuildRefused``; ``allow_shrink`` lets a smaller one through). A run that fails removes its
-    build, so it never holds the disk; an interrupted one (Ctrl-C, cluster unavailable) keeps it for the next run to
-    resume. Failed writes (disk full, read-only data dir) raise ``StorageError``: one line with the path and the fix.
+    build, so it never holds the disk; an interrupted one (Ctrl-C or SIGTERM, which stop it after the record in hand;
+    cluster unavailable) keeps it for the next run to resume. Failed writes (disk full, read-only data dir) raise
+    ``StorageError``: one line with the path and the fix.
     """
     t0 = time.perf_counter()
     settings = services.settings
@@ -260,6 +262,7 @@ def index_corpus(paths: list[Path], services: Services, *, fmt: str = "auto", id
     rejects: BinaryIO | None = None
     n = consumed
     preparing = Preparing(workers, preparer)
+    stop = StopSignal()   # Ctrl-C or SIGTERM: stop after the record in hand, keep the build (a second one: at once)
     try:
         rejects_path.parent.mkdir(parents=True, exist_ok=True)
         rejects = open(rejects_path, "a+b")  # noqa: SIM115 - written all run long, closed in the finally
@@ -267,6 +270,7 @@ def index_corpus(paths: list[Path], services: Services, *, fmt: str = "auto", id
         rejects.seek(0, 2)
         # records up to the last commit are read again but neither parsed nor added
         for n, item in enumerate(preparing.run(islice(units, consumed, None)), start=consumed + 1):
+            stop.check()
             counts["read"] += 1
             for w in item.warnings:
                 warn(f"{item.source}, record {item.record}: {w}")
@@ -305,6 +309,7 @@ def index_corpus(paths: list[Path], services: Services, *, fmt: str = "auto", id
             raise err from exc
         raise
     finally:
+        stop.restore()
         preparing.close()  # chunks not started are dropped, running ones finish (workers ignore Ctrl-C)
         if rejects is not None:
             rejects.close()

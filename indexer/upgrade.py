@@ -20,6 +20,7 @@ from search.builds.service import BuildWriter
 from search.cli.options import data_dir_option, settings_for
 from search.core.errors import FlysiftError
 from search.core.progress import Progress
+from search.core.stops import StopSignal
 from search.engines import collection_names
 from search.services import Services
 
@@ -33,8 +34,10 @@ def upgrade_collection(services: Services, collection: str, progress: Progress |
     old = engine.stats()
     writer = services.builds.open(collection, f"upgrade:{collection}:{old.build}", resume=True)
     done = skip = int(writer.state.get("consumed", 0))
+    stop = StopSignal()   # Ctrl-C or SIGTERM: stop after the paper in hand, keep the build (a second one: at once)
     try:
         for paper in engine.scan_papers():   # one order per build: a resumed upgrade skips what it committed
+            stop.check()
             if skip:
                 skip -= 1
                 continue
@@ -52,6 +55,8 @@ def upgrade_collection(services: Services, collection: str, progress: Progress |
     except BaseException:
         writer.abort(discard=True)
         raise
+    finally:
+        stop.restore()
     return {"collection": collection, "upgraded": True, "papers": done, "from_build": old.build,
             "build": writer.id}
 

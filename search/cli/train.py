@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from search.cli.options import data_dir_option, settings_for
+from search.ontology.encoder.config import BOUNDS, PRECISIONS, TrainConfig
+
+#: the training's own defaults (one home: search.ontology.encoder.config), shown by --help
+DEFAULT = TrainConfig()
+
+
+def _setting(field: str) -> dict[str, Any]:
+    """A TrainConfig field as an option: its default, and its bounds where it has them."""
+    kind = click.IntRange(*BOUNDS[field]) if field in BOUNDS else type(getattr(DEFAULT, field))
+    return {"type": kind, "default": getattr(DEFAULT, field), "show_default": True}
 
 
 @click.group("train")
@@ -23,22 +34,21 @@ def train() -> None:
 @train.command("term-encoder")
 @data_dir_option
 @click.option("--ontologies", default="", help="Comma-separated indexed ontologies to train on [default: all]")
-@click.option("--epochs", type=click.IntRange(0, 100), default=2, show_default=True,
+@click.option("--epochs", **_setting("epochs"),
               help="Passes over the pairs (0: export the base model as it is, to measure it)")
-@click.option("--seed", type=int, default=13, show_default=True, help="Seed of the plan and of dropout")
-@click.option("--batch-size", type=click.IntRange(2, 4096), default=64, show_default=True,
+@click.option("--seed", **_setting("seed"), help="Seed of the plan and of dropout")
+@click.option("--batch-size", **_setting("batch_size"),
               help="Pairs per step (each anchor's in-batch negatives are the others' positives and negatives)")
-@click.option("--lr", type=float, default=1e-4, show_default=True, help="Peak learning rate (AdamW)")
-@click.option("--max-pairs-per-term", type=click.IntRange(1, 10_000), default=3, show_default=True,
+@click.option("--lr", **_setting("lr"), help="Peak learning rate (AdamW)")
+@click.option("--max-pairs-per-term", **_setting("max_pairs_per_term"),
               help="Synonyms of one term used as anchors per epoch (a new draw each epoch)")
-@click.option("--frozen-layers", type=click.IntRange(0, 64), default=2, show_default=True,
+@click.option("--frozen-layers", **_setting("frozen_layers"),
               help="Transformer layers left as they are, from the bottom (with the word embeddings)")
-@click.option("--max-seq-length", type=click.IntRange(8, 512), default=32, show_default=True,
-              help="Word pieces per label (training and serving)")
-@click.option("--model-negatives", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+@click.option("--max-seq-length", **_setting("max_seq_length"), help="Word pieces per label (training and serving)")
+@click.option("--model-negatives", type=click.FloatRange(0, 1), default=DEFAULT.model_negative_share, show_default=True,
               help="Share of anchors whose hard negative is the model's own nearest wrong term (from epoch 2)")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--precision", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto", show_default=True,
+@click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULT.precision, show_default=True,
               help="auto: fp16 on CUDA, bf16 on a CPU with AVX512-BF16, else fp32")
 @click.option("--threads", type=click.IntRange(1, 1024), default=None, help="CPU threads [default: every core]")
 @click.option("--checkpoint-minutes", type=click.FloatRange(0.1, 1440), default=10.0, show_default=True)
@@ -59,7 +69,7 @@ def term_encoder(data_dir: Path | None, ontologies: str, epochs: int, seed: int,
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch starts OpenMP (train.py says why)
     from search.core.names import check_ontology
     from search.core.progress import Progress
-    from search.ontology.encoder.train import Run, TrainConfig
+    from search.ontology.encoder.train import Run
     from search.ontology.encoder.train import train as run_training
     from search.services import Services
 

@@ -28,22 +28,15 @@ class LexicalRanking:
     """The lexical side's best terms, best first: ids and scores at once; labels and hits when asked.
 
     ``label(i)`` tells the ``i``-th candidate's name and matched synonym (the fusion's exact-match pin reads them);
-    ``build(positions)`` makes the hits of those candidates, in that order, each with its lexical score."""
+    ``build(positions, scores)`` makes the hits of those candidates, in that order, each with the score given (a
+    fused ranking's own, so that a hit is made once)."""
 
     def __init__(self, ids: Sequence[str], scores: Sequence[float], *, label: Callable[[int], Label],
-                 build: Callable[[list[int]], list[TermHit]]):
+                 build: Callable[[list[int], list[float]], list[TermHit]]):
         self.ids = list(ids)
         self.scores = list(scores)
         self._label, self._build = label, build
         self.position = {tid: i for i, tid in reversed(list(enumerate(self.ids)))}
-
-    @classmethod
-    def of_hits(cls, hits: Sequence[TermHit]) -> LexicalRanking:
-        """A ranking whose hits are already built (a lexical side that returns hits, and tests)."""
-        built = list(hits)
-        return cls([h.id for h in built], [h.score for h in built],
-                   label=lambda i: Label(built[i].name, built[i].matched_synonym),
-                   build=lambda positions: [built[i] for i in positions])
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -55,11 +48,13 @@ class LexicalRanking:
         """Every candidate's id and label, in ranking order."""
         return [(tid, self._label(i)) for i, tid in enumerate(self.ids)]
 
-    def hits(self, ids: Sequence[str] | None = None) -> list[TermHit]:
-        """The hits of ``ids`` (all candidates when None) that are candidates, in that order."""
-        positions = list(range(len(self.ids))) if ids is None else \
-            [self.position[t] for t in ids if t in self.position]
-        return self._build(positions) if positions else []
+    def hits(self, ranked: Sequence[tuple[str, float]] | None = None) -> list[TermHit]:
+        """The hits of the ``(id, score)`` pairs whose id is a candidate, in that order, with those scores (all
+        candidates with their lexical scores when None)."""
+        if ranked is None:
+            return self._build(list(range(len(self.ids))), self.scores) if self.ids else []
+        kept = [(self.position[t], score) for t, score in ranked if t in self.position]
+        return self._build([i for i, _ in kept], [score for _, score in kept]) if kept else []
 
 
 def hits_of(ranked: Sequence[tuple[str, float]], lexical: LexicalRanking | None, engine: TermEngine, ontology: str,
@@ -68,9 +63,10 @@ def hits_of(ranked: Sequence[tuple[str, float]], lexical: LexicalRanking | None,
     lexical side's candidates built by it (their matched synonym as it found it), the terms only an encoder found
     read from the engine (``term_hits``, explained against the query's tokens), so both read alike. Ids neither
     knows are left out."""
-    known = {h.id: h for h in (lexical.hits([tid for tid, _ in ranked]) if lexical is not None else [])}
-    missing = [tid for tid, _ in ranked if tid not in known]
+    known = {h.id: h for h in (lexical.hits(ranked) if lexical is not None else [])}
+    missing = {tid: score for tid, score in ranked if tid not in known}
     if missing:
         tokens = {t for v in query_variants(query) for t in v}
-        known.update((h.id, h) for h in engine.term_hits(ontology, missing, tokens))
-    return [known[tid].model_copy(update={"score": round(score, 4)}) for tid, score in ranked if tid in known]
+        known.update((h.id, h.model_copy(update={"score": round(missing[h.id], 4)}))
+                     for h in engine.term_hits(ontology, list(missing), tokens) if h.id in missing)
+    return [known[tid] for tid, _ in ranked if tid in known]

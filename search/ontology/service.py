@@ -371,7 +371,7 @@ class TermService:
         def synonym(r: Ranked) -> str | None:
             return lex.synonym(lex.index[r.id], r.label - 1) if r.label else None
 
-        def build(positions: list[int]) -> list[TermHit]:
+        def build(positions: list[int], scores: list[float]) -> list[TermHit]:
             chosen = [ranked[i] for i in positions]
             # the engine explains only hits the model does not know (the label the re-ranker matched says it
             # otherwise)
@@ -379,9 +379,9 @@ class TermService:
                 else set()
             built = {h.id: h for h in self.engine.term_hits(ontology, [r.id for r in chosen], tokens)}
             out = []
-            for r in chosen:
+            for r, score in zip(chosen, scores, strict=True):
                 if (h := built.get(r.id)) is not None:
-                    update: dict[str, Any] = {"score": round(r.score, 4)}
+                    update: dict[str, Any] = {"score": round(score, 4)}
                     if r.label is not None:
                         update["matched_synonym"] = synonym(r)
                     out.append(h.model_copy(update=update))
@@ -393,7 +393,7 @@ class TermService:
             r = ranked[i]
             name = served().name_of(r.id) if r.label is not None else ""
             if not name:   # an id the model does not know (or a model and ontology between two versions)
-                built = build([i])
+                built = build([i], [r.score])
                 return Label(built[0].name, built[0].matched_synonym) if built else Label("", None)
             return Label(name, synonym(r))
 

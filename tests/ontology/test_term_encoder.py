@@ -27,7 +27,7 @@ from search.ontology.encoder.mf import activity_shaped
 from search.ontology.encoder.pairs import Corpus, PlanConfig, mine, plan
 from search.ontology.model import Ontology
 from search.ontology.query_vectors import Nearest
-from search.ontology.ranking import LexicalRanking
+from search.ontology.ranking import Label, LexicalRanking
 from search.ontology.service import TermService
 
 from helpers import term_service
@@ -147,20 +147,26 @@ def _hit(tid: str, name: str, score: float, synonym: str | None = None) -> TermH
     return TermHit(id=tid, ontology="go", name=name, score=score, matched_synonym=synonym)
 
 
+def _ranking(hits: list[TermHit]) -> LexicalRanking:
+    """A lexical ranking of finished hits (the service's builds them from the engine when asked)."""
+    return LexicalRanking([h.id for h in hits], [h.score for h in hits],
+                          label=lambda i: Label(hits[i].name, hits[i].matched_synonym),
+                          build=lambda positions, scores: [hits[i].model_copy(update={"score": s})
+                                                           for i, s in zip(positions, scores, strict=True)])
+
+
 def test_fusion_keeps_an_exact_name_or_synonym_first():
     lexical = [_hit("A", "cilium assembly", 2.0), _hit("B", "cilium organization", 0.9)]
     neighbours = [Nearest("B", 0.99, 0), Nearest("C", 0.98, 0)]
-    ranked = fuse("cilium assembly", LexicalRanking.of_hits(lexical), 30, neighbours, {"A": (0.5, 0)}, 10,
-                  weight=5.0)
+    ranked = fuse("cilium assembly", _ranking(lexical), 30, neighbours, {"A": (0.5, 0)}, 10, weight=5.0)
     assert ranked[0][0] == "A"          # B's higher fused score does not pass the exact name
-    syn = LexicalRanking.of_hits([_hit("S", "sensory perception of smell", 1.5, synonym="scent perception"),
-                                  *lexical])
+    syn = _ranking([_hit("S", "sensory perception of smell", 1.5, synonym="scent perception"), *lexical])
     assert exact_ids("Scent  perception", syn.labels()) == ["S"]
     assert exact_ids("perception", syn.labels()) == []
 
 
 def test_fusion_adds_terms_only_the_encoder_found():
-    lexical = LexicalRanking.of_hits([_hit("A", "a", 0.6), _hit("B", "b", 0.5)])
+    lexical = _ranking([_hit("A", "a", 0.6), _hit("B", "b", 0.5)])
     neighbours = [Nearest("C", 0.9, 1), Nearest("A", 0.2, 0)]
     ranked = fuse("query", lexical, 30, neighbours, {"B": (0.1, 0)}, 10, weight=1.0)
     assert [tid for tid, _ in ranked] == ["C", "A", "B"]          # C: 0 + 0.9; A: 0.6 + 0.2; B: 0.5 + 0.1

@@ -119,7 +119,7 @@ def test_fit_trains_a_subset_without_publishing(table, tmp_path):
     data = Data([sub], [parts], Corpus([sub], [parts]))
     cfg = TrainConfig(epochs=1, batch_size=8, test_fraction=PARTS["test"], dev_fraction=PARTS["dev"])
     model, training = fit(tmp_path, data, cfg, Run(device="cpu", threads=1))
-    assert training["pairs_per_epoch"] == data.corpus.pair_count(cfg.plan_config()) > 0
+    assert training["pairs_per_epoch"] == data.corpus.pair_count(PlanConfig.of(cfg)) > 0
     assert training["epochs"][0]["pairs"] > 0 and training["cpu_seconds"] > 0
     assert artefact.current_version(tmp_path) is None and not (artefact.root(tmp_path) / artefact.PARTIAL).exists()
     vectors = np.asarray(model.encode(sub.texts, normalize_embeddings=True, convert_to_numpy=True), np.float32)

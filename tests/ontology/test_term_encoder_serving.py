@@ -148,10 +148,10 @@ def _lexical(ids: list[str], built: list[str] | None = None):
         hits = [TermHit(id=tid, ontology="go", name=f"term {tid}", score=1.0 - 0.02 * i)
                 for i, tid in enumerate(ids[:depth])]
 
-        def build(positions: list[int]) -> list[TermHit]:
+        def build(positions: list[int], scores: list[float]) -> list[TermHit]:
             if built is not None:
                 built.extend(hits[i].id for i in positions)
-            return [hits[i] for i in positions]
+            return [hits[i].model_copy(update={"score": s}) for i, s in zip(positions, scores, strict=True)]
         return LexicalRanking([h.id for h in hits], [h.score for h in hits],
                               label=lambda i: Label(hits[i].name, None), build=build)
     return lexical, calls

@@ -32,7 +32,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from search.core.errors import FlysiftError, InvalidRequest, NotFound
 from search.engines.cluster.transport import ClusterRequestError, Transport
@@ -416,9 +416,9 @@ class Snapshots:
     snapshot_location: str | None
     _layout: Any
 
-    @property
-    def replicas(self) -> int:
-        raise NotImplementedError
+    if TYPE_CHECKING:   # the engine's (search.engines.cluster.engine.ClusterEngine.replicas)
+        @property
+        def replicas(self) -> int: ...
 
     def create_snapshot(self, location: str | None = None) -> dict[str, Any]:
         """Snapshot every index of the prefix into its repository (registered on first use at ``location``, else the

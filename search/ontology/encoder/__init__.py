@@ -9,6 +9,7 @@ Where things live:
 - :mod:`.artefact`: the versioned artefact in ``<data_dir>/term-encoder/`` (model, ONNX int8 export, vectors,
   manifest), written atomically and read back checked; nothing in it is a pickle.
 - :mod:`.pairs`: the training plan (name/synonym pairs, sibling and mined hard negatives, batches), plain Python.
+- :mod:`.config`: the training settings (defaults and bounds), light: the CLI's options read them.
 - :mod:`.train`: the training loop (torch and sentence-transformers, the ``dense`` extra; imported only by
   ``flysift train term-encoder``), resumable checkpoints, the export and the held-out metrics.
 - :mod:`.runtime`: serving: the ONNX query encoder, the label vectors (exact or HNSW), nearest terms.

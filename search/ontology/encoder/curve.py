@@ -1,6 +1,6 @@
 """The term encoder's training curve (``bench/bench_term_encoder_curve.py``): small variants of the training, each
 changing one factor (epochs, pairs per term, hard negatives, learning rate, frozen layers) from the settings of the
-one full run, trained on a fixed subset and scored on the subset's held-out terms. Plain Python and numpy: the
+first full run, trained on a fixed subset and scored on the subset's held-out terms. Plain Python and numpy: the
 bench script trains (:func:`search.ontology.encoder.train.fit`) and embeds.
 
 **The subset.** Whole ontologies where they are small (FBbt: 8,338 terms), and of GO a seeded sample of *sibling
@@ -25,7 +25,8 @@ from search.ontology.encoder.labels import LabelTable
 
 #: ``max_pairs_per_term`` that takes every synonym of every term
 ALL_PAIRS = 10_000
-#: the settings of the one full run (te-20261201T194851-bec1cee5): every point changes one factor from these
+#: the settings of the first full run (te-20261201T194851-bec1cee5, lr 5e-5): every point changes one factor of
+#: these
 BASELINE: dict[str, Any] = {"epochs": 2, "max_pairs_per_term": 3, "sibling_negatives": True,
                             "model_negative_share": 0.5, "lr": 5e-5, "frozen_layers": 2}
 #: the points, in the order they are run: (factor varied, settings changed from :data:`BASELINE`)
@@ -40,6 +41,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "neg-siblings": ("hard negatives", {"model_negative_share": 0.0}),
     "lr-1e-4": ("learning rate", {"lr": 1e-4}),
     "frozen-0": ("frozen layers", {"frozen_layers": 0}),
+    "lr-2e-4": ("learning rate", {"lr": 2e-4}),
+    "lr-4e-4": ("learning rate", {"lr": 4e-4}),
 }
 #: at most this many children of one parent join the GO sample (GO has parents with hundreds of children)
 FAMILY_MAX = 12

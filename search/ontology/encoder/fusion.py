@@ -33,7 +33,7 @@ from search.ontology.encoder.runtime import Loaded, TermEncoders
 from search.ontology.model import Ontology
 from search.ontology.query_vectors import Nearest
 from search.ontology.ranking import Label, LexicalRanking, hits_of
-from search.text.analysis import canonical_label, normalise
+from search.text.analysis import canonical_label, label_form, normalise
 
 #: how deep each side goes into the fusion
 LEXICAL_DEPTH = 30
@@ -46,7 +46,7 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="flysift-term-encod
 def exact_ids(query: str, labels: Iterable[tuple[str, Label]]) -> list[str]:
     """The ids whose name or matched synonym is the query (word-view tokens equal), in the order given."""
     forms = {f for f in (normalise(query), normalise(canonical_label(query))) if f}
-    return [tid for tid, (name, synonym) in labels if forms & {normalise(name), normalise(synonym or "")}]
+    return [tid for tid, (name, synonym) in labels if forms & {label_form(name), label_form(synonym or "")}]
 
 
 def weight_of(loaded: Loaded, name: str) -> float:

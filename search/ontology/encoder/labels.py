@@ -19,12 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from search.ontology.encoder.config import DEV_FRACTION, TEST_FRACTION
 from search.ontology.model import IS_A, Ontology
 
 ASPECT_CODES = {"biological_process": "P", "molecular_function": "F", "cellular_component": "C"}
-#: the default held-out fractions (of terms): test is what bench_ontology scores, dev what tuning may look at
-TEST_FRACTION = 0.10
-DEV_FRACTION = 0.05
 SPLITS = ("train", "dev", "test")
 
 

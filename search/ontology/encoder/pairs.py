@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from search.ontology.encoder.config import TrainConfig
 from search.ontology.encoder.labels import LabelTable
 
 #: length-sorted runs of this many batches are cut into batches (less padding, still mixed)
@@ -41,6 +42,12 @@ class PlanConfig:
     synonym_positive_share: float = 0.25
     model_negative_share: float = 0.5
     sibling_negatives: bool = True   # False: no sibling negatives (a random term instead: the curve's baseline)
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> PlanConfig:
+        """The plan's share of a training's settings."""
+        return cls(cfg.batch_size, cfg.max_pairs_per_term, cfg.synonym_positive_share, cfg.model_negative_share,
+                   cfg.sibling_negatives)
 
 
 class Corpus:

@@ -18,8 +18,8 @@ uninterrupted one would have.
 
 **Devices.** ``cpu`` (every core this process may use; bfloat16 autocast where the CPU has AVX512-BF16, else
 float32) and ``cuda`` (float16 autocast with a gradient scaler). Layers below ``frozen_layers`` and the word
-embeddings are frozen: their backward pass and optimizer state cost time on a CPU (what training them would buy
-is the ``frozen-0`` point of bench/bench_term_encoder_curve.py, not measured yet).
+embeddings are frozen: their backward pass and optimizer state cost time on a CPU (training them all, the
+``frozen-0`` point of bench/bench_term_encoder_curve.py, cost 1.25x the CPU for about what a higher rate gives free).
 
 Torch and sentence-transformers (the ``dense`` extra) are imported inside the functions: the term service never
 imports this module.
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import time
@@ -42,8 +41,10 @@ import numpy as np
 
 from search.core.errors import FlysiftError, IndexMissing, InvalidRequest
 from search.core.extras import require
+from search.core.stops import StopSignal
 from search.ontology.encoder import artefact
-from search.ontology.encoder.labels import DEV_FRACTION, SPLITS, TEST_FRACTION, LabelTable, split
+from search.ontology.encoder.config import PRECISIONS, TrainConfig
+from search.ontology.encoder.labels import SPLITS, LabelTable, split
 from search.ontology.encoder.pairs import Corpus, Plan, PlanConfig, anchors, mine, plan
 from search.ontology.encoder.runtime import QueryEncoder, build_hnsw
 
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from search.ontology.service import TermService
 
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 CHECKPOINT_S = 600.0
 GRAD_CLIP = 1.0
 
@@ -82,50 +82,6 @@ class _Silent:
 
     def write(self, message: str, *, always: bool = False) -> None:
         pass
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that decides the trained weights (the resume fingerprint and the manifest record it)."""
-
-    seed: int = 13
-    epochs: int = 2
-    batch_size: int = 64
-    lr: float = 1e-4   # twice 5e-5: better on every dev figure of the curve and of a full run (docs/ontologies.md)
-    warmup: float = 0.05
-    weight_decay: float = 0.01
-    scale: float = 20.0
-    max_seq_length: int = 32
-    frozen_layers: int = 2
-    max_pairs_per_term: int = 3
-    synonym_positive_share: float = 0.25
-    model_negative_share: float = 0.5
-    sibling_negatives: bool = True
-    split_seed: int = 0
-    test_fraction: float = TEST_FRACTION
-    dev_fraction: float = DEV_FRACTION
-    precision: str = "auto"
-    ontologies: tuple[str, ...] = ()
-
-    def check(self) -> None:
-        bounds = {"epochs": (0, 100), "batch_size": (2, 4096), "max_seq_length": (8, 512), "frozen_layers": (0, 64),
-                  "max_pairs_per_term": (1, 10_000)}
-        for name, (lo, hi) in bounds.items():
-            if not lo <= getattr(self, name) <= hi:
-                raise InvalidRequest(f"{name}: must be between {lo} and {hi}", details={"field": name})
-        for name in ("lr", "warmup", "weight_decay", "scale", "synonym_positive_share", "model_negative_share",
-                     "test_fraction", "dev_fraction"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise InvalidRequest(f"{name}: must be a finite number ≥ 0", details={"field": name})
-        if self.test_fraction + self.dev_fraction >= 0.9:
-            raise InvalidRequest("test_fraction + dev_fraction: must stay below 0.9", details={"field": "split"})
-        if self.precision not in PRECISIONS:
-            raise InvalidRequest(f"precision: one of {', '.join(PRECISIONS)}", details={"field": "precision"})
-
-    def plan_config(self) -> PlanConfig:
-        return PlanConfig(self.batch_size, self.max_pairs_per_term, self.synonym_positive_share,
-                          self.model_negative_share, self.sibling_negatives)
 
 
 @dataclass
@@ -304,35 +260,6 @@ class State:
     scaler: dict[str, Any] = field(default_factory=dict)
 
 
-class _StopSignal:
-    """SIGINT and SIGTERM ask the training to stop after the current step (with a checkpoint): an interrupted
-    optimizer step would leave half-updated weights. A second signal stops at once. Only the main thread can hold
-    signal handlers; elsewhere (a worker thread) signals keep their default meaning."""
-
-    def __init__(self) -> None:
-        import signal
-        import threading
-
-        self.asked = False
-        self._saved: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.asked:
-            self.restore()
-            raise KeyboardInterrupt
-        self.asked = True
-
-    def restore(self) -> None:
-        import signal
-
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
-        self._saved.clear()
-
-
 def _lock(data_dir: Path) -> Any:
     """One training per data dir: an exclusive lock on ``term-encoder/train.lock`` (released when the process ends),
     or a one-line error."""
@@ -467,9 +394,9 @@ def _epoch_plan(data: Data, cfg: TrainConfig, epoch: int, bank: np.ndarray | Non
                 ) -> Plan:
     mined = None
     if epoch > 0 and bank is not None and present is not None and cfg.model_negative_share > 0:
-        wanted = [a for a, _ in anchors(data.corpus, cfg.plan_config(), cfg.seed, epoch)]
+        wanted = [a for a, _ in anchors(data.corpus, PlanConfig.of(cfg), cfg.seed, epoch)]
         mined = mine(data.corpus, bank, present, wanted)
-    return plan(data.corpus, cfg.plan_config(), cfg.seed, epoch, mined)
+    return plan(data.corpus, PlanConfig.of(cfg), cfg.seed, epoch, mined)
 
 
 def _setup(cfg: TrainConfig, run: Run) -> tuple[str, str]:
@@ -549,7 +476,7 @@ def _fit(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Dat
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     amp = Amp(device, precision)
     dim = int((getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)())
-    pairs_per_epoch = data.corpus.pair_count(cfg.plan_config())
+    pairs_per_epoch = data.corpus.pair_count(PlanConfig.of(cfg))
 
     got: tuple[State, Plan, np.ndarray, np.ndarray] | str = "restart asked for" if run.restart else \
         load_checkpoint(data_dir, fp, model, optimizer, amp)
@@ -584,7 +511,7 @@ def _fit(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Dat
         last_save = time.perf_counter()
 
     model.train()
-    stop = _StopSignal()   # Ctrl-C or SIGTERM: finish the step, checkpoint, stop (a second one stops at once)
+    stop = StopSignal()   # Ctrl-C or SIGTERM: finish the step, checkpoint, stop (a second one stops at once)
     try:
         while state.epoch < cfg.epochs:
             nb = len(epoch_plan.batches)
