@@ -43,6 +43,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "frozen-0": ("frozen layers", {"frozen_layers": 0}),
     "lr-2e-4": ("learning rate", {"lr": 2e-4}),
     "lr-4e-4": ("learning rate", {"lr": 4e-4}),
+    "lr-8e-4": ("learning rate", {"lr": 8e-4}),
 }
 #: at most this many children of one parent join the GO sample (GO has parents with hundreds of children)
 FAMILY_MAX = 12
