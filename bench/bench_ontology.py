@@ -554,11 +554,21 @@ def capped(cands: list[tuple[str, str]], per_term: int, seed: int) -> list[tuple
     return [c for i, c in enumerate(cands) if i in keep]
 
 
+def holdout_queries(ont: Ontology, manifest: dict, which: str, go_sample: int, seed: int) -> list[tuple[str, str]]:
+    """The (synonym, term id) queries of the encoder's ``which`` terms (dev or test): at most :data:`PER_TERM` per
+    term, GO a seeded sample of ``go_sample``, the others all."""
+    from search.ontology.encoder import tuning
+
+    held = tuning.held_out_terms(manifest, ont.name, which)
+    cands = capped([c for c in eligible(ont) if c[1] in held], PER_TERM, seed)
+    return draw(cands, go_sample if ont.name == "go" else None, seed)
+
+
 def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> list[dict]:
     """Strict and leave-one-out hold-outs on the encoder's held-out terms, for lexical, encoder alone and fused
     (every fusion weight of ``--weights``), searched through the service like any request (exact vector search:
     each cut index is one matrix product; the served HNSW graph is compared with it under Latency)."""
-    from search.ontology.encoder import fusion, tuning
+    from search.ontology.encoder import fusion
     from search.ontology.encoder.mf import activity_shaped
     from search.ontology.encoder.runtime import TermEncoders
 
@@ -588,10 +598,8 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
         if name not in manifest["held_out"]:
             continue
         ont = onts[name]
-        held = tuning.held_out_terms(manifest, name, which)
         full = full_vectors(folder, manifest, ont)
-        cands = capped([c for c in eligible(ont) if c[1] in held], PER_TERM, args.seed)
-        queries = draw(cands, args.go_sample if name == "go" else None, args.seed)
+        queries = holdout_queries(ont, manifest, which, args.go_sample, args.seed)
         for reading in args.readings:
             per: dict[str, list[tuple[str, str, list[str]]]] = {}
             k = 0

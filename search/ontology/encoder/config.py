@@ -53,9 +53,9 @@ class TrainConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise InvalidRequest(f"{name}: must be a finite number ≥ 0", details={"field": name})
-        for name, (lo, hi) in SHARE_BOUNDS.items():
-            if not lo <= getattr(self, name) <= hi:
-                raise InvalidRequest(f"{name}: must be between {lo:g} and {hi:g}", details={"field": name})
+        for name, (low, high) in SHARE_BOUNDS.items():
+            if not low <= getattr(self, name) <= high:
+                raise InvalidRequest(f"{name}: must be between {low:g} and {high:g}", details={"field": name})
         if self.test_fraction + self.dev_fraction >= 0.9:
             raise InvalidRequest("test_fraction + dev_fraction: must stay below 0.9", details={"field": "split"})
         if self.precision not in PRECISIONS:
