@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import bench.bench_ontology as bo  # noqa: E402
+from search.ontology.encoder import holdout  # noqa: E402
 from search.ontology.model import Ontology  # noqa: E402
 
 Score = Callable[[str, dict], float]
@@ -65,7 +66,7 @@ def record(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> li
         fusion.fuse = served
     _, manifest = bo.encoder_artefact(args.encoder)
     queries = [(name, q, t) for name in args.ontologies if name in manifest["held_out"]
-               for q, t in bo.holdout_queries(onts[name], manifest, "dev", args.go_sample, args.seed)]
+               for q, t in holdout.queries(onts[name], manifest, "dev", args.go_sample, args.seed)]
     if len(queries) != len(calls):
         sys.exit(f"recorded {len(calls)} fusions for {len(queries)} queries: the hold-out changed under this script")
     return [{**c, "ontology": name, "query": q, "want": t} for c, (name, q, t) in zip(calls, queries, strict=True)]

@@ -102,3 +102,7 @@ def term_encoder(data_dir: Path | None, ontologies: str, epochs: int, seed: int,
             click.echo(f"  {name} held-out test terms, encoder alone ({test['queries']:,} synonyms): strict top-1 "
                        f"{test['strict']['top1']:.3f} top-5 {test['strict']['top5']:.3f}; leave-one-out top-1 "
                        f"{test['loo']['top1']:.3f} top-5 {test['loo']['top5']:.3f}")
+    chosen = result.get("fusion", {}).get("chosen", {})
+    click.echo(f"  hybrid search's fusion weights, chosen on the dev terms in {t.get('tune_seconds', 0) / 60:.1f} min: "
+               + (", ".join(f"{name} {c['weight']:g} ({c['queries']:,} queries)" for name, c in chosen.items())
+                  or "none (too few dev queries): the default weight serves"))
