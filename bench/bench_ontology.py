@@ -40,13 +40,20 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import folder_terms  # noqa: E402
 from search.engines.embedded.terms import TermIndex, normalise  # noqa: E402
 from search.ontology import rerank, rewrites  # noqa: E402
+from search.ontology.encoder import holdout  # noqa: E402
+from search.ontology.encoder.holdout import (  # noqa: E402
+    LabelRows,
+    cut_service,
+    draw,
+    eligible,
+    search_modes,
+    strict_drop,
+)
 from search.ontology.hidden import expand  # noqa: E402
 from search.ontology.model import Ontology, WangSimilarity  # noqa: E402
 from search.ontology.service import TermService  # noqa: E402
@@ -129,43 +136,9 @@ def wang_speed(data: Path, onts: dict[str, Ontology], seed: int) -> None:
                   f"{dt:.2f} s (sum of best matches {total:.2f})")
 
 
-def eligible(ont: Ontology) -> list[tuple[str, str]]:
-    """``(synonym, term id)`` for the synonyms of live terms, leaving out synonyms that normalise to their term's
-    name (trivial). The order is the ontology's, so a seed always draws the same sample."""
-    out = []
-    for t in ont.terms():
-        if t.obsolete:
-            continue
-        for s in t.synonyms:
-            if normalise(s.text) and normalise(s.text) != normalise(t.name):
-                out.append((s.text, t.id))
-    return out
-
-
-def draw(cands: list[tuple[str, str]], sample: int | None, seed: int, avoid: frozenset[str] | set[str] = frozenset()
-         ) -> list[tuple[str, str]]:
-    """A seeded sample (all when ``sample`` is None), of synonyms whose terms are not in ``avoid``."""
-    pool = [c for c in cands if c[1] not in avoid]
-    return random.Random(seed).sample(pool, sample) if sample and sample < len(pool) else pool
-
-
-def cut_ontology(ont: Ontology, drop: dict[str, set[str] | None]) -> Ontology:
-    """``ont`` in which term ``tid`` loses the synonyms whose normalised text is in ``drop[tid]`` (all of its
-    synonyms when that is None)."""
-    def cut(t):
-        if t.id not in drop:
-            return t
-        keys = drop[t.id]
-        return t.model_copy(update={"synonyms": [] if keys is None else
-                                    [s for s in t.synonyms if normalise(s.text) not in keys]})
-    return Ontology.from_terms(ont.name, [cut(t) for t in ont.terms()], data_version=ont.data_version)
-
-
 def holdout_service(ont: Ontology, drop: dict[str, set[str] | None], path: Path) -> TermService:
-    """A service over a fresh index of ``ont`` cut by ``drop`` (:func:`cut_ontology`)."""
-    svc = folder_terms(path)
-    svc.index_ontology(cut_ontology(ont, drop), TermIndex(path).write)
-    return svc
+    """A service over a fresh index of ``ont`` cut by ``drop`` (search.ontology.encoder.holdout.cut_ontology)."""
+    return cut_service(path, ont, drop, None)
 
 
 def batches(queries: list[tuple[str, str]], reading: str) -> list[list[tuple[str, str]]]:
@@ -501,66 +474,15 @@ def encoder_artefact(data_dir: Path) -> tuple[Path, dict]:
     return folder, artefact.read_manifest(folder)[1]
 
 
-def full_vectors(folder: Path, manifest: dict, ont: Ontology) -> tuple[dict[tuple[str, str], int], np.ndarray]:
-    """The artefact's vectors of ``ont`` keyed by (term id, label text folded), checked against ``ont``'s labels."""
-    from search.ontology.encoder import artefact
-    from search.ontology.encoder.labels import LabelTable
-
-    table = LabelTable.of(ont)
-    entry = manifest["ontologies"].get(ont.name)
-    if entry is None or entry["digest"] != table.digest:
-        sys.exit(f"the term encoder {manifest['version']} was not trained on this {ont.name} "
-                 f"({ont.data_version}): train it on a data dir indexed from the same files")
-    vectors = np.load(artefact.vector_paths(folder, ont.name)["vectors"], allow_pickle=False).astype(np.float32)
-    keys = {(table.ids[t], text.casefold()): row
-            for row, (t, text) in enumerate(zip(table.term, table.texts, strict=True))}
-    return keys, vectors
-
-
-def write_cut_encoder(folder: Path, manifest: dict, data_dir: Path, cut: Ontology,
-                      full: tuple[dict[tuple[str, str], int], np.ndarray]) -> None:
-    """A term encoder in ``data_dir`` for the cut ontology: the trained model (linked) and the rows of its labels
-    taken from the full artefact's vectors (the same model embedded them; a cut only removes labels)."""
-    from search.ontology.encoder import artefact
-    from search.ontology.encoder.labels import LabelTable
-    from search.ontology.encoder.train import write_vectors
-
-    table = LabelTable.of(cut)
-    keys, vectors = full
-    rows = [keys[(table.ids[t], text.casefold())] for t, text in zip(table.term, table.texts, strict=True)]
-    dest = artefact.version_dir(data_dir, manifest["version"])
-    dest.mkdir(parents=True)
-    (dest / artefact.MODEL_DIR).symlink_to(folder / artefact.MODEL_DIR)
-    (dest / artefact.ONNX_FILE).symlink_to(folder / artefact.ONNX_FILE)
-    entry = write_vectors(dest, table, vectors[rows], hnsw=False)
-    entry["fusion_weight"] = manifest["ontologies"][cut.name].get("fusion_weight")   # the served weight goes too
-    artefact.write_json(dest / artefact.MANIFEST, {**manifest, "ontologies": {cut.name: entry}})
-    artefact.write_json(artefact.root(data_dir) / artefact.CURRENT, {"version": manifest["version"]})
-
-
 ENCODER_MODES = ("bm25", "dense", "hybrid")
-#: synonyms of one held-out term that may be queries: GO terms with hundreds of synonyms (chemical and EC names)
-#: would otherwise fill the sample and make the leave-one-out reading ~50 GO index builds
-PER_TERM = 3
-
-
-def capped(cands: list[tuple[str, str]], per_term: int, seed: int) -> list[tuple[str, str]]:
-    """At most ``per_term`` of each term's candidates (a seeded draw), in the candidates' order."""
-    by_term: dict[str, list[int]] = {}
-    for i, (_, tid) in enumerate(cands):
-        by_term.setdefault(tid, []).append(i)
-    rng = random.Random(seed)
-    keep = {i for rows in by_term.values() for i in (rng.sample(rows, per_term) if len(rows) > per_term else rows)}
-    return [c for i, c in enumerate(cands) if i in keep]
 
 
 def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> list[dict]:
     """Strict and leave-one-out hold-outs on the encoder's held-out terms, for lexical, encoder alone and fused
     (every fusion weight of ``--weights``), searched through the service like any request (exact vector search:
     each cut index is one matrix product; the served HNSW graph is compared with it under Latency)."""
-    from search.ontology.encoder import fusion, tuning
+    from search.ontology.encoder import fusion
     from search.ontology.encoder.mf import activity_shaped
-    from search.ontology.encoder.runtime import TermEncoders
 
     folder, manifest = encoder_artefact(args.encoder)
     which = "dev" if args.dev else "test"
@@ -588,34 +510,20 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
         if name not in manifest["held_out"]:
             continue
         ont = onts[name]
-        held = tuning.held_out_terms(manifest, name, which)
-        full = full_vectors(folder, manifest, ont)
-        cands = capped([c for c in eligible(ont) if c[1] in held], PER_TERM, args.seed)
-        queries = draw(cands, args.go_sample if name == "go" else None, args.seed)
+        rows_of = LabelRows(folder, manifest, ont)
+        queries = holdout.queries(ont, manifest, which, args.go_sample, args.seed)
         for reading in args.readings:
             per: dict[str, list[tuple[str, str, list[str]]]] = {}
             k = 0
             for k, batch in enumerate(batches(queries, reading)):
-                drop: dict[str, set[str] | None] = ({tid: None for _, tid in batch} if reading == "strict" else
+                drop: dict[str, set[str] | None] = (strict_drop(batch) if reading == "strict" else
                                                     {tid: {normalise(text)} for text, tid in batch})
                 d = tmp / f"enc-{name}-{reading}-{k}"
-                cut = cut_ontology(ont, drop)
-                svc = folder_terms(d)
-                svc.index_ontology(cut, TermIndex(d).write)
-                write_cut_encoder(folder, manifest, d, cut, full)
-                svc = folder_terms(d)
-                svc.encoders = TermEncoders(d, exact=True)
-                # the grid sets the weight where the runtime reads it: the loaded manifest's entry (in memory)
-                served = svc.ontology(name)
-                entry = svc.encoders.get(name, lambda served=served: served,   # type: ignore[misc]
-                                         svc._indexed(name)).manifest.ontologies[name]
-                served_weight = entry.fusion_weight
-                for mode, w in [(m, None) for m in ENCODER_MODES[:2]] + [("hybrid", w) for w in weights]:
-                    label = mode if w is None or len(weights) == 1 else f"hybrid w={w}"
-                    entry.fusion_weight = served_weight if w is None else w
-                    for text, tid in batch:
-                        hits = [h.id for h in svc.search(name, text, limit=5, mode=mode).hits]
-                        per.setdefault(label, []).append((text, tid, hits))
+                svc = cut_service(d, ont, drop, rows_of)
+                runs = [(m, m, None) for m in ENCODER_MODES[:2]] + [
+                    ("hybrid" if len(weights) == 1 else f"hybrid w={w}", "hybrid", w) for w in weights]
+                for label, results in search_modes(svc, name, batch, runs).items():
+                    per.setdefault(label, []).extend(results)
                 shutil.rmtree(d, ignore_errors=True)
             r = {"ontology": name, "split": which, "reading": reading, "queries": len(queries),
                  "terms": len({t for _, t in queries}), "indexes": k + 1, "version": manifest["version"],
@@ -655,9 +563,7 @@ def record_weights(data_dir: Path, rows: list[dict]) -> None:
 
 
 def _topk(results: list[tuple[str, str, list[str]]]) -> dict:
-    n = max(1, len(results))
-    return {"n": len(results), "top1": sum(h[:1] == [t] for _, t, h in results) / n,
-            "top5": sum(t in h for _, t, h in results) / n,
+    return {**holdout.topk(results),
             "misses": [{"query": q, "want": t, "got": h[:3]} for q, t, h in results if h[:1] != [t]][:300]}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from search.cli.options import data_dir_option, settings_for
-from search.ontology.encoder.config import BOUNDS, PRECISIONS, TrainConfig
+from search.ontology.encoder.config import BOUNDS, PRECISIONS, SHARE_BOUNDS, TrainConfig
 
 #: the training's own defaults (one home: search.ontology.encoder.config), shown by --help
 DEFAULT = TrainConfig()
@@ -45,7 +45,8 @@ def train() -> None:
 @click.option("--frozen-layers", **_setting("frozen_layers"),
               help="Transformer layers left as they are, from the bottom (with the word embeddings)")
 @click.option("--max-seq-length", **_setting("max_seq_length"), help="Word pieces per label (training and serving)")
-@click.option("--model-negatives", type=click.FloatRange(0, 1), default=DEFAULT.model_negative_share, show_default=True,
+@click.option("--model-negatives", type=click.FloatRange(*SHARE_BOUNDS["model_negative_share"]),
+              default=DEFAULT.model_negative_share, show_default=True,
               help="Share of anchors whose hard negative is the model's own nearest wrong term (from epoch 2)")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULT.precision, show_default=True,
@@ -101,3 +102,7 @@ def term_encoder(data_dir: Path | None, ontologies: str, epochs: int, seed: int,
             click.echo(f"  {name} held-out test terms, encoder alone ({test['queries']:,} synonyms): strict top-1 "
                        f"{test['strict']['top1']:.3f} top-5 {test['strict']['top5']:.3f}; leave-one-out top-1 "
                        f"{test['loo']['top1']:.3f} top-5 {test['loo']['top5']:.3f}")
+    chosen = result.get("fusion", {}).get("chosen", {})
+    click.echo(f"  hybrid search's fusion weights, chosen on the dev terms in {t.get('tune_seconds', 0) / 60:.1f} min: "
+               + (", ".join(f"{name} {c['weight']:g} ({c['queries']:,} queries)" for name, c in chosen.items())
+                  or "none (too few dev queries): the default weight serves"))

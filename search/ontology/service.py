@@ -58,7 +58,7 @@ from search.text.term_search import id_query
 
 if TYPE_CHECKING:
     from search.ontology.dense_terms import DenseTermIndexes
-    from search.ontology.encoder.runtime import TermEncoders
+    from search.ontology.encoder.runtime import Loaded, TermEncoders
 
 ASPECTS = ("P", "F", "C")
 FLYAOC_NOT_FOUND = "Term not found in ontology"
@@ -113,6 +113,11 @@ class TermService:
         from search.ontology.encoder.runtime import TermEncoders
 
         return TermEncoders(self.data_dir)
+
+    def encoder_of(self, ontology: str) -> Loaded:
+        """The data dir's term encoder loaded for ``ontology`` (manifest, vectors, query encoder);
+        ``DenseUnavailable`` (409) where it does not fit the served ontology."""
+        return self.encoders.get(ontology, lambda: self.ontology(ontology), self._indexed(ontology))
 
     def _default_mode(self, ontology: str) -> str:
         """hybrid when the data dir holds a term encoder that fits the served ontology, else bm25 (as before)."""

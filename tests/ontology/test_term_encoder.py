@@ -6,6 +6,7 @@ line)."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import shutil
@@ -210,8 +211,7 @@ def test_manifest_is_checked_before_anything_is_served(tmp_path):
 def test_the_hnsw_graph_finds_what_the_exact_product_finds(tmp_path, ont):
     """Above EXACT_MAX labels the vectors are searched through an HNSW graph (memory-mapped): same terms, same
     filters, as the exact matrix product on the same vectors."""
-    from search.ontology.encoder.runtime import LabelVectors
-    from search.ontology.encoder.train import write_vectors
+    from search.ontology.encoder.runtime import LabelVectors, write_vectors
 
     table = LabelTable.of(ont)
     rng = np.random.default_rng(1)
@@ -356,6 +356,33 @@ def test_training_improves_its_own_held_out_terms_and_records_them(trained):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["ontologies"]["go"]["data_version"] == "encoder-fixture/2026-12-01"
     assert manifest["seed"] == 3 and manifest["training"]["cpu_seconds"] > 0 and manifest["sizes"]["onnx"] > 0
+
+
+@needs_dense
+@pytest.mark.slow
+def test_training_chooses_the_fusion_weight_on_dev_terms(trained, monkeypatch):
+    """Training ends by choosing each ontology's fusion weight on its dev terms: the fixture's split holds none, so
+    the default serves and the manifest says so; given dev terms, the weight of the best strict hybrid figures."""
+    from search.ontology.encoder import holdout, tuning
+    from search.ontology.encoder.train import tune
+
+    d, manifest = trained["a"]
+    assert manifest["fusion"]["tuned_on"] == "dev" and manifest["fusion"]["chosen"] == {}
+    assert manifest["ontologies"]["go"].get("fusion_weight") is None and manifest["training"]["tune_seconds"] >= 0
+    # the same version with its test terms read as dev terms, and no minimum of queries
+    as_dev = copy.deepcopy(manifest)
+    as_dev["held_out"]["go"] = {"test": [], "dev": manifest["held_out"]["go"]["test"]}
+    monkeypatch.setattr(tuning, "MIN_QUERIES", 1)
+    ont = term_service(d).ontology("go")
+    queries = holdout.queries(ont, as_dev, "dev")
+    assert queries and {t for _, t in queries} <= set(manifest["held_out"]["go"]["test"])
+    tune(artefact.version_dir(d, manifest["version"]), as_dev, {"go": ont})
+    chosen = as_dev["fusion"]["chosen"]["go"]
+    assert chosen["queries"] == len(queries) and set(chosen["dev"]) == {str(w) for w in holdout.WEIGHTS}
+    best = max(sum(v.values()) for v in chosen["dev"].values())
+    assert sum(chosen["dev"][str(chosen["weight"])].values()) == pytest.approx(best)
+    assert as_dev["ontologies"]["go"]["fusion_weight"] == chosen["weight"]
+    assert chosen["dev"]["0.0"] != chosen["dev"]["3.0"]   # the weight changes the ranking of these paraphrases
 
 
 @needs_dense

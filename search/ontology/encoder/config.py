@@ -17,6 +17,8 @@ DEV_FRACTION = 0.05
 #: the integer settings' bounds (inclusive), checked by :meth:`TrainConfig.check` and the CLI's options
 BOUNDS = {"epochs": (0, 100), "batch_size": (2, 4096), "max_seq_length": (8, 512), "frozen_layers": (0, 64),
           "max_pairs_per_term": (1, 10_000)}
+#: the shares' bounds (inclusive): a share of a batch's anchors cannot pass 1
+SHARE_BOUNDS = {"synonym_positive_share": (0.0, 1.0), "model_negative_share": (0.0, 1.0)}
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class TrainConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise InvalidRequest(f"{name}: must be a finite number ≥ 0", details={"field": name})
+        for name, (low, high) in SHARE_BOUNDS.items():
+            if not low <= getattr(self, name) <= high:
+                raise InvalidRequest(f"{name}: must be between {low:g} and {high:g}", details={"field": name})
         if self.test_fraction + self.dev_fraction >= 0.9:
             raise InvalidRequest("test_fraction + dev_fraction: must stay below 0.9", details={"field": "split"})
         if self.precision not in PRECISIONS:

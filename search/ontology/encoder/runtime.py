@@ -216,6 +216,21 @@ def build_hnsw(vectors: np.ndarray, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def write_vectors(folder: Path, table: LabelTable, vectors: np.ndarray, hnsw: bool | None = None) -> dict[str, Any]:
+    """Write one ontology's label vectors into a version folder, in the layout :meth:`LabelVectors.read` reads (an
+    HNSW graph too above EXACT_MAX labels, or as ``hnsw`` says); returns its manifest entry."""
+    paths = artefact.vector_paths(folder, table.ontology)
+    paths["vectors"].parent.mkdir(exist_ok=True)
+    np.save(paths["vectors"], vectors.astype(np.float16), allow_pickle=False)
+    np.save(paths["rows"], np.asarray([table.term, table.k], dtype=np.int32).T.reshape(-1, 2), allow_pickle=False)
+    paths["ids"].write_text(json.dumps({"ids": table.ids, "aspects": table.aspects}))
+    graph = len(table.texts) > artefact.EXACT_MAX if hnsw is None else hnsw
+    if graph:
+        build_hnsw(vectors, paths["hnsw"])
+    return {"data_version": table.data_version, "digest": table.digest, "terms": len(table.ids),
+            "labels": len(table.texts), "index": "hnsw" if graph else "exact"}
+
+
 @dataclass
 class Loaded:
     """One ontology's encoder, ready to search: the version folder, its manifest, encoder and vectors."""

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -46,9 +47,10 @@ from search.ontology.encoder import artefact
 from search.ontology.encoder.config import PRECISIONS, TrainConfig
 from search.ontology.encoder.labels import SPLITS, LabelTable, split
 from search.ontology.encoder.pairs import Corpus, Plan, PlanConfig, anchors, mine, plan
-from search.ontology.encoder.runtime import QueryEncoder, build_hnsw
+from search.ontology.encoder.runtime import QueryEncoder, write_vectors
 
 if TYPE_CHECKING:
+    from search.ontology.model import Ontology
     from search.ontology.service import TermService
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -432,7 +434,8 @@ def train(terms: TermService, cfg: TrainConfig | None = None, run: Run | None = 
         if isinstance(got, dict):
             return got
         model, dim, training = got
-        manifest = _write_version(data_dir, data, cfg, model, dim, report, training, base, base_key)
+        onts = {t.ontology: terms.ontology(t.ontology) for t in data.tables}
+        manifest = _write_version(data_dir, data, cfg, model, dim, report, training, base, base_key, onts)
         shutil.rmtree(_partial(data_dir), ignore_errors=True)
         return manifest
     finally:
@@ -571,8 +574,9 @@ def _fit(data_dir: Path, cfg: TrainConfig, run: Run, report: Reporter, data: Dat
 # ---- the artefact ---------------------------------------------------------------------------------------------------
 
 def _write_version(data_dir: Path, data: Data, cfg: TrainConfig, model: Any, dim: int, report: Reporter,
-                   training: dict[str, Any], base: str, base_key: str) -> dict[str, Any]:
-    """Save, export, embed every label, score the held-out terms, write the manifest and publish."""
+                   training: dict[str, Any], base: str, base_key: str, onts: dict[str, Ontology]) -> dict[str, Any]:
+    """Save, export, embed every label, score the held-out terms, choose the fusion weights on the dev terms
+    (:func:`tune`), write the manifest and publish."""
     from search.engines.dense import _export_onnx
 
     folder = artefact.staging(data_dir)
@@ -625,6 +629,7 @@ def _write_version(data_dir: Path, data: Data, cfg: TrainConfig, model: Any, dim
                          "embed_cpu_seconds": round(embed_s[1], 1)},
         }
         manifest["sizes"] = artefact.size_of(folder)
+        tune(folder, manifest, onts, report)
         artefact.write_json(folder / artefact.MANIFEST, manifest)
         final = artefact.publish(data_dir, folder, version)
         manifest["sizes"] = artefact.size_of(final)
@@ -635,19 +640,20 @@ def _write_version(data_dir: Path, data: Data, cfg: TrainConfig, model: Any, dim
         raise
 
 
-def write_vectors(folder: Path, table: LabelTable, vectors: np.ndarray, hnsw: bool | None = None) -> dict[str, Any]:
-    """Write one ontology's label vectors into a version folder (an HNSW graph too above EXACT_MAX labels, or as
-    ``hnsw`` says); returns its manifest entry."""
-    paths = artefact.vector_paths(folder, table.ontology)
-    paths["vectors"].parent.mkdir(exist_ok=True)
-    np.save(paths["vectors"], vectors.astype(np.float16), allow_pickle=False)
-    np.save(paths["rows"], np.asarray([table.term, table.k], dtype=np.int32).T.reshape(-1, 2), allow_pickle=False)
-    paths["ids"].write_text(json.dumps({"ids": table.ids, "aspects": table.aspects}))
-    graph = len(table.texts) > artefact.EXACT_MAX if hnsw is None else hnsw
-    if graph:
-        build_hnsw(vectors, paths["hnsw"])
-    return {"data_version": table.data_version, "digest": table.digest, "terms": len(table.ids),
-            "labels": len(table.texts), "index": "hnsw" if graph else "exact"}
+def tune(folder: Path, manifest: dict[str, Any], onts: dict[str, Ontology], report: Reporter | None = None) -> None:
+    """Choose each ontology's fusion weight on its dev terms (strict hybrid top-1 + top-5 over
+    :data:`.holdout.WEIGHTS`) and set it in ``manifest``, so the version serves a tuned weight from its first
+    search; an ontology with too few dev queries (tuning.MIN_QUERIES) keeps the default. Its time goes in the
+    manifest's training record."""
+    from search.ontology.encoder import fusion, holdout, tuning
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    (report or _Silent()).stage("choosing the fusion weights on the dev terms")
+    with tempfile.TemporaryDirectory(prefix="flysift-tune-") as work:
+        rows = holdout.weight_sweep(folder, manifest, onts, Path(work))
+    tuning.apply(manifest, tuning.choose_weights(rows, fusion.DEFAULT_WEIGHT))
+    manifest["training"].update(tune_seconds=round(time.perf_counter() - t0, 1),
+                                tune_cpu_seconds=round(time.process_time() - c0, 1))
 
 
 def heldout_metrics(table: LabelTable, parts: list[str], vectors: np.ndarray, which: str = "test",

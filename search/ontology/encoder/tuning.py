@@ -4,8 +4,10 @@ manifest (the weight's one home: :attr:`~.artefact.OntologyEntry.fusion_weight`,
 The split (labels.split) withholds ``test`` terms (what the benchmark publishes) and ``dev`` terms (what tuning may
 look at) from training. Tuning here reads scores measured on dev terms only and refuses anything else: a weight
 chosen on the test terms would make the published held-out figures a fit, not a measurement. No CRAFT or FlyAOC
-annotation is read at all. ``bench/bench_ontology.py --encoder D --dev --weights 0,0.5,1,2 --record`` scores the
-grid and calls :func:`choose_weights` and :func:`record`.
+annotation is read at all. ``flysift train term-encoder`` scores a grid of weights on the dev terms
+(search.ontology.encoder.holdout.weight_sweep) and writes the choice into the version it publishes (:func:`apply`);
+``bench/bench_ontology.py --encoder D --dev --weights 0,0.5,1,2 --record`` does the same for a published version
+(:func:`record`), e.g. with another grid.
 """
 
 from __future__ import annotations
@@ -57,12 +59,18 @@ def record(data_dir: Path | str, chosen: dict[str, dict[str, Any]]) -> str:
         raise ValueError(f"{data_dir}: no term encoder to record a fusion weight in")
     folder = artefact.version_dir(data_dir, version)
     _, data = artefact.read_manifest(folder)
-    for name, c in chosen.items():
-        if name not in data["ontologies"]:
-            raise ValueError(f"the term encoder {version} has no ontology {name[:40]!r}")
-        data["ontologies"][name]["fusion_weight"] = c["weight"]
-    data["fusion"] = {"tuned_on": TUNING_SPLIT, "objective": "strict hybrid top-1 + top-5", "chosen": chosen}
-    artefact.Manifest.model_validate(data)   # what the service will read back
+    apply(data, chosen)
     artefact.write_json(folder / artefact.MANIFEST, data)
     artefact.write_json(artefact.root(data_dir) / artefact.CURRENT, {"version": version})
     return version
+
+
+def apply(manifest: dict[str, Any], chosen: dict[str, dict[str, Any]]) -> None:
+    """Set the chosen weights in a manifest (its ontology entries' ``fusion_weight``) and a ``fusion`` section saying
+    where they came from; ``ValueError`` for an ontology the version lacks or a manifest the service would refuse."""
+    for name, c in chosen.items():
+        if name not in manifest["ontologies"]:
+            raise ValueError(f"the term encoder {manifest['version']} has no ontology {name[:40]!r}")
+        manifest["ontologies"][name]["fusion_weight"] = c["weight"]
+    manifest["fusion"] = {"tuned_on": TUNING_SPLIT, "objective": "strict hybrid top-1 + top-5", "chosen": chosen}
+    artefact.Manifest.model_validate(manifest)   # what the service will read back
