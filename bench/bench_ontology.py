@@ -510,7 +510,10 @@ def encoder_holdout(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Pa
         if name not in manifest["held_out"]:
             continue
         ont = onts[name]
-        rows_of = LabelRows(folder, manifest, ont)
+        try:
+            rows_of = LabelRows(folder, manifest, ont)
+        except ValueError as e:   # an encoder of other ontology files: one line
+            sys.exit(f"--encoder {args.encoder}: {e}")
         queries = holdout.queries(ont, manifest, which, args.go_sample, args.seed)
         for reading in args.readings:
             per: dict[str, list[tuple[str, str, list[str]]]] = {}

@@ -10,6 +10,7 @@ import copy
 import importlib.util
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,41 @@ def test_held_out_terms_are_withheld_from_training_entirely(ont):
         used = {corpus.term[r] for arr in (p.anchor, p.positive, p.negative) for r in arr.tolist()}
         assert used and not used & held
         assert bank.shape[0] == len(corpus.texts)
+
+
+def test_holdout_queries_are_held_out_synonyms_capped_and_seeded(ont):
+    """The hold-out's queries (bench_ontology's figures, the training's dev sweep): synonyms of the split's held-out
+    terms only, at most PER_TERM per term, never one that normalises to its term's name, the same for a seed."""
+    from search.ontology.encoder import holdout
+
+    held = [t.id for t in ont.terms() if len(t.synonyms) >= 2][:6]
+    manifest = {"held_out": {"go": {"dev": held, "test": []}}}
+    qs = holdout.queries(ont, manifest, "dev")
+    assert qs == holdout.queries(ont, manifest, "dev") and {t for _, t in qs} <= set(held)
+    assert max(Counter(t for _, t in qs).values()) <= holdout.PER_TERM
+    names = {t.id: t.name for t in ont.terms()}
+    assert all(holdout.normalise(q) != holdout.normalise(names[t]) for q, t in qs)
+    assert holdout.queries(ont, manifest, "test") == []
+    strict = holdout.cut_ontology(ont, holdout.strict_drop(qs))
+    for tid in {t for _, t in qs}:
+        assert strict.get(tid).synonyms == [] and strict.get(tid).name == ont.get(tid).name
+    one = qs[0]
+    loo = holdout.cut_ontology(ont, {one[1]: {holdout.normalise(one[0])}})
+    assert [s.text for s in loo.get(one[1]).synonyms] == [s.text for s in ont.get(one[1]).synonyms if s.text != one[0]]
+
+
+def test_a_cut_index_answers_a_held_out_synonym_by_paraphrase_only(tmp_path, ont):
+    """The strict reading's index (no encoder): the queried term's synonyms are gone from the engine too."""
+    from search.ontology.encoder import holdout
+
+    tid = next(t.id for t in ont.terms() if t.synonyms)
+    query = ont.get(tid).synonyms[0].text
+    svc = holdout.cut_service(tmp_path, ont, {tid: None}, None)
+    hits = svc.search("go", query, limit=5, mode="bm25").hits
+    assert hits and tid not in [h.id for h in hits]   # the fixture's code word is taught, not spelled
+    assert query not in [h.matched_synonym for h in hits]
+    full = _index(tmp_path / "full", ont).search("go", query, limit=1, mode="bm25").hits
+    assert (full[0].id, full[0].matched_synonym) == (tid, query)   # the uncut index finds it by the synonym
 
 
 def test_plan_is_seeded_and_batches_never_hold_a_term_twice(ont):
