@@ -1,10 +1,11 @@
 """Fusion forms for the term encoder's hybrid search (issue #30), on the encoder's **dev** terms: would another way
 of combining the lexical ranking and the encoder rank the held-out terms better than the served linear sum?
 
-It runs bench_ontology's strict hold-out on the dev terms (the same queries, cut indexes and service), records
-what each hybrid search hands to ``search.ontology.encoder.fusion.fuse`` (the lexical top 30 with their scores,
-the encoder's nearest 30 with their cosines, the cosines of lexical candidates the encoder lacks, the exact labels
-pinned first) and ranks those candidates again, offline, with each form:
+It builds bench_ontology's strict hold-out on the dev terms (the same queries, cut index and service:
+search.ontology.encoder.holdout), gathers what each query's hybrid search would fuse
+(``TermService.fusion_candidates``: the lexical top 30 with their scores, the encoder's nearest 30 with their
+cosines, the cosines of lexical candidates the encoder lacks, the exact labels pinned first) and ranks those
+candidates again, offline, with each form:
 
 - ``linear``: lexical score + w × cosine (what is served; w from ``--weights``);
 - ``normalised``: lexical score / the query's best lexical score + w × cosine;
@@ -44,32 +45,28 @@ L2, STEPS, STEP = 1e-3, 1500, 0.5
 
 
 def record(onts: dict[str, Ontology], args: argparse.Namespace, tmp: Path) -> list[dict]:
-    """Each dev query with its recorded fusion inputs and its answer, in bench_ontology's order."""
+    """Each dev query with the candidates its hybrid search gathers (search.ontology.encoder.fusion.gather, through
+    the service of bench_ontology's strict dev cut) and its answer, in bench_ontology's order."""
     from search.ontology.encoder import fusion
 
-    calls: list[dict] = []
-    served = fusion.fuse
-
-    def recording(query, lexical, depth, neighbours, cosines, limit, weight=fusion.DEFAULT_WEIGHT):
-        calls.append({"lex": list(zip(lexical.ids, lexical.scores, strict=True)), "full": len(lexical) >= depth,
-                      "nb": [(n.id, float(n.score)) for n in neighbours],
-                      "cos": {t: float(c) for t, (c, _) in cosines.items()},
-                      "pinned": fusion.exact_ids(query, lexical.labels())})
-        return served(query, lexical, depth, neighbours, cosines, limit, weight)
-
-    fusion.fuse = recording
-    try:
-        run = argparse.Namespace(encoder=args.encoder, dev=True, weights=None, ontologies=args.ontologies,
-                                 seed=args.seed, go_sample=args.go_sample, readings=["strict"])
-        bo.encoder_holdout(onts, run, tmp)
-    finally:
-        fusion.fuse = served
-    _, manifest = bo.encoder_artefact(args.encoder)
-    queries = [(name, q, t) for name in args.ontologies if name in manifest["held_out"]
-               for q, t in holdout.queries(onts[name], manifest, "dev", args.go_sample, args.seed)]
-    if len(queries) != len(calls):
-        sys.exit(f"recorded {len(calls)} fusions for {len(queries)} queries: the hold-out changed under this script")
-    return [{**c, "ontology": name, "query": q, "want": t} for c, (name, q, t) in zip(calls, queries, strict=True)]
+    folder, manifest = bo.encoder_artefact(args.encoder)
+    out: list[dict] = []
+    for name in args.ontologies:
+        if name not in manifest["held_out"]:
+            continue
+        ont = onts[name]
+        batch = holdout.queries(ont, manifest, "dev", args.go_sample, args.seed)
+        svc = holdout.cut_service(tmp / f"dev-{name}", ont, holdout.strict_drop(batch),
+                                  holdout.LabelRows(folder, manifest, ont))
+        for q, t in batch:
+            c = svc.fusion_candidates(name, q, 5)
+            if c is None:
+                sys.exit(f"{name}: the dev query {q[:60]!r} is an id lookup, not a fusion")
+            out.append({"lex": list(zip(c.lexical.ids, c.lexical.scores, strict=True)),
+                        "full": len(c.lexical) >= c.depth, "nb": [(n.id, float(n.score)) for n in c.neighbours],
+                        "cos": {tid: float(cos) for tid, (cos, _) in c.cosines.items()},
+                        "pinned": fusion.exact_ids(q, c.lexical.labels()), "ontology": name, "query": q, "want": t})
+    return out
 
 
 def context(r: dict) -> dict:

@@ -119,19 +119,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         return child(args.child)
-    with tempfile.TemporaryDirectory() as tmp:
-        def archived(ref: str, folder: str) -> tuple[str, Path]:
-            dest = Path(tmp) / folder
-            dest.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-            commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], check=True,
-                                    capture_output=True, text=True).stdout.strip()
-            return f"{ref} ({commit})", dest
+    sys.path.insert(0, str(ROOT))
+    from bench.common import archive_ref
 
-        trees = dict([archived(args.this, "this")]) if args.this else {"this tree": ROOT}
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = dict([archive_ref(args.this, Path(tmp) / "this")]) if args.this else {"this tree": ROOT}
         if args.baseline != "none":
-            label, base = archived(args.baseline, "baseline")
+            label, base = archive_ref(args.baseline, Path(tmp) / "baseline")
             trees = {f"baseline {label}": base, **trees}
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         procs = {}

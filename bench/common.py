@@ -40,6 +40,17 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 
 
+def archive_ref(ref: str, dest: Path) -> tuple[str, Path]:
+    """The tree of git ref ``ref`` of this repository extracted into ``dest`` (created), to run a baseline beside the
+    working tree with the same virtual environment; returns ``("REF (short commit)", dest)``."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", ref], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    return f"{ref} ({commit})", dest
+
+
 # ------------------------------------------------------------------------------------------------- timing & stats
 
 def percentile(values: Sequence[float], q: float) -> float:

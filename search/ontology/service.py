@@ -58,6 +58,7 @@ from search.text.term_search import id_query
 
 if TYPE_CHECKING:
     from search.ontology.dense_terms import DenseTermIndexes
+    from search.ontology.encoder.fusion import Candidates
     from search.ontology.encoder.runtime import Loaded, TermEncoders
 
 ASPECTS = ("P", "F", "C")
@@ -326,6 +327,20 @@ class TermService:
                                   ontology=lambda: self.ontology(ontology), ontology_key=self._indexed(ontology))
         return self.dense.search(self.engine, ontology, query, limit, filters, mode, lexical=lexical,
                                  ontology=lambda: self.ontology(ontology), ontology_key=self._indexed(ontology))
+
+    def fusion_candidates(self, ontology: str, query: str, limit: int = 10) -> Candidates | None:
+        """What a hybrid search of ``query`` (no aspect, nothing hidden) fuses, before the weight
+        (search.ontology.encoder.fusion.gather): the hold-out fuses one gathering at each weight it compares. None
+        for an id query (a lookup in every mode); ``DenseUnavailable`` (409) without an encoder that fits."""
+        lex = self.rerank_model(ontology)
+        query = self._check_query(query)
+        if id_query(query):
+            return None
+        from search.ontology.encoder.fusion import gather
+
+        filters: dict[str, Any] = {"aspect": None, "exclude_ids": frozenset(), "include_obsolete": False}
+        return gather(self.encoder_of(ontology), query, self._check_limit(limit), filters,
+                      lambda depth: self._lexical(ontology, lex, query, depth, filters))
 
     def rerank_model(self, ontology: str | Ontology) -> RerankModel:
         """The re-ranker's model of an indexed ontology: the one saved at indexing, or learned now from the ontology

@@ -422,6 +422,31 @@ def test_training_chooses_the_fusion_weight_on_dev_terms(trained, monkeypatch):
 
 
 @needs_dense
+@pytest.mark.slow
+def test_the_hold_out_fuses_as_a_hybrid_search_does_at_each_weight(trained, tmp_path):
+    """The weight sweep gathers each query's candidates once and fuses them at every weight: each weight's ranking
+    is the one a hybrid search serves when the manifest records that weight."""
+    from search.ontology.encoder import holdout, tuning
+
+    d, manifest = trained["a"]
+    shutil.copytree(d, tmp_path / "d", symlinks=True)
+    d = tmp_path / "d"
+    batch = holdout.queries(term_service(d).ontology("go"), manifest, "test")
+    weights = (0.0, 1.0, 3.0)
+    runs = [(f"w={w}", "hybrid", w) for w in weights] + [("recorded", "hybrid", None), ("bm25", "bm25", None)]
+    swept = holdout.search_modes(term_service(d), "go", batch, runs)
+    for w in weights:
+        tuning.record(d, {"go": {"weight": w, "queries": len(batch), "dev": {}}})
+        svc = term_service(d)
+        assert swept[f"w={w}"] == [(q, t, [h.id for h in svc.search("go", q, limit=5).hits]) for q, t in batch]
+    assert swept["recorded"] == swept["w=1.0"]   # the version records none: the default weight
+    assert swept["w=0.0"] != swept["w=3.0"] and swept["bm25"] != swept["w=3.0"]
+    assert term_service(d).fusion_candidates("go", "GO:0000001") is None   # an id query is a lookup, not a fusion
+    _, original = artefact.read_manifest(artefact.version_dir(trained["a"][0], manifest["version"]))
+    assert original["ontologies"]["go"].get("fusion_weight") is None   # the copy was changed, not the fixture
+
+
+@needs_dense
 def test_one_training_per_data_dir(tmp_path, ont):
     from search.ontology.encoder.train import TrainingUnavailable, _lock
 

@@ -10,9 +10,11 @@ name or matched synonym *is* the query (the word-view tokens equal, as the exact
 of the rest, in lexical order: an exact name or synonym keeps rank 1.
 
 The weight has one home: the encoder version's manifest, per ontology (:attr:`OntologyEntry.fusion_weight`), where
-``bench/bench_ontology.py --dev --weights … --record`` writes the weight chosen on the dev terms of the built-in
-split (search.ontology.encoder.tuning; never the test terms, never curated text); :data:`DEFAULT_WEIGHT` where the
-manifest has none (a fresh training).
+training (and ``bench/bench_ontology.py --dev --weights … --record``) writes the weight chosen on the dev terms of
+the built-in split (search.ontology.encoder.tuning; never the test terms, never curated text); :data:`DEFAULT_WEIGHT`
+where the manifest has none (an ontology with too few dev terms). A search gathers both sides' candidates
+(:func:`gather`) and fuses them at that weight (:meth:`Candidates.fuse`); the dev sweep fuses one gathering at
+every weight it tries.
 
 Speed: the encoder side (the query's vector, then its nearest terms) runs on a worker thread while this thread
 ranks the lexical candidates (ONNX Runtime and FAISS release the GIL), so on two free cores a hybrid search takes
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -78,19 +81,29 @@ def _encoder_side(loaded: Loaded, query: str, k: int, exclude: set[str] | frozen
     return vector, loaded.vectors.nearest(vector, k, exclude=exclude, aspect=aspect)
 
 
-def search(encoders: TermEncoders, engine: TermEngine, name: str, query: str, limit: int, filters: dict[str, Any],
-           mode: str, *, lexical: Callable[[int], LexicalRanking], ontology: Callable[[], Ontology],
-           ontology_key: Any, concurrent: bool = True) -> list[TermHit]:
-    """Term search in ``mode`` dense or hybrid with the data dir's encoder (:class:`DenseUnavailable` when it does
-    not fit the served ontology). The filters (aspect, hidden ids) apply to both sides; the encoder holds live terms
-    only. Hits come from the lexical side or the engine (search.ontology.ranking.hits_of), so they read alike.
-    ``concurrent`` False runs the two sides one after the other (the same ranking, tested)."""
-    loaded = encoders.get(name, ontology, ontology_key)
+@dataclass(frozen=True)
+class Candidates:
+    """What a hybrid search fuses, before the weight: the lexical ranking (asked ``depth`` deep), the encoder's
+    neighbours, and the cosines of the lexical candidates the neighbours lack. One gathering can be fused at any
+    weight (:meth:`fuse`): the weight sweep of training (search.ontology.encoder.holdout) searches each query once."""
+
+    query: str
+    lexical: LexicalRanking
+    depth: int
+    neighbours: list[Nearest]
+    cosines: dict[str, tuple[float, int]]
+
+    def fuse(self, weight: float, limit: int) -> list[tuple[str, float]]:
+        return fuse(self.query, self.lexical, self.depth, self.neighbours, self.cosines, limit, weight)
+
+
+def gather(loaded: Loaded, query: str, limit: int, filters: dict[str, Any], lexical: Callable[[int], LexicalRanking],
+           concurrent: bool = True) -> Candidates:
+    """Both sides' candidates for a hybrid search of ``limit`` hits (each side at least its fusion depth), the
+    encoder side on a worker thread while this one ranks the lexical side (unless the query's vector is cached or
+    ``concurrent`` is False)."""
     exclude = filters.get("exclude_ids") or frozenset()
     aspect = filters.get("aspect")
-    if mode == "dense":
-        _, neighbours = _encoder_side(loaded, query, limit, exclude, aspect)
-        return hits_of([(n.id, n.score) for n in neighbours], None, engine, name, query)
     depth, pool = max(limit, LEXICAL_DEPTH), max(limit, ENCODER_POOL)
     if concurrent and loaded.encoder.query.cached(query) is None:
         pending = _POOL.submit(_encoder_side, loaded, query, pool, exclude, aspect)
@@ -101,5 +114,20 @@ def search(encoders: TermEncoders, engine: TermEngine, name: str, query: str, li
         lex = lexical(depth)
     have = {n.id for n in neighbours}
     cosines = loaded.vectors.cosines(vector, [tid for tid in lex.ids if tid not in have])
-    ranked = fuse(query, lex, depth, neighbours, cosines, limit, weight_of(loaded, name))
-    return hits_of(ranked, lex, engine, name, query)
+    return Candidates(query, lex, depth, neighbours, cosines)
+
+
+def search(encoders: TermEncoders, engine: TermEngine, name: str, query: str, limit: int, filters: dict[str, Any],
+           mode: str, *, lexical: Callable[[int], LexicalRanking], ontology: Callable[[], Ontology],
+           ontology_key: Any, concurrent: bool = True) -> list[TermHit]:
+    """Term search in ``mode`` dense or hybrid with the data dir's encoder (:class:`DenseUnavailable` when it does
+    not fit the served ontology). The filters (aspect, hidden ids) apply to both sides; the encoder holds live terms
+    only. Hits come from the lexical side or the engine (search.ontology.ranking.hits_of), so they read alike.
+    ``concurrent`` False runs the two sides one after the other (the same ranking, tested)."""
+    loaded = encoders.get(name, ontology, ontology_key)
+    if mode == "dense":
+        _, neighbours = _encoder_side(loaded, query, limit, filters.get("exclude_ids") or frozenset(),
+                                      filters.get("aspect"))
+        return hits_of([(n.id, n.score) for n in neighbours], None, engine, name, query)
+    cands = gather(loaded, query, limit, filters, lexical, concurrent)
+    return hits_of(cands.fuse(weight_of(loaded, name), limit), cands.lexical, engine, name, query)
