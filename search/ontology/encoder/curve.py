@@ -1,6 +1,7 @@
 """The term encoder's training curve (``bench/bench_term_encoder_curve.py``): small variants of the training, each
 changing one factor (epochs, pairs per term, hard negatives, learning rate, frozen layers) from the settings of the
-first full run, trained on a fixed subset and scored on the subset's held-out terms. Plain Python and numpy: the
+first full run, and combinations of a factor with the default rate (4e-4), trained on a fixed subset and scored on
+the subset's held-out terms. Plain Python and numpy: the
 bench script trains (:func:`search.ontology.encoder.train.fit`) and embeds.
 
 **The subset.** Whole ontologies where they are small (FBbt: 8,338 terms), and of GO a seeded sample of *sibling
@@ -44,6 +45,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "lr-2e-4": ("learning rate", {"lr": 2e-4}),
     "lr-4e-4": ("learning rate", {"lr": 4e-4}),
     "lr-8e-4": ("learning rate", {"lr": 8e-4}),
+    # combinations with the default rate (4e-4): do more pairs per term still help at the higher rate?
+    "lr-4e-4+pairs-8": ("rate 4e-4 + pairs per term", {"lr": 4e-4, "max_pairs_per_term": 8}),
+    "lr-4e-4+pairs-all": ("rate 4e-4 + pairs per term", {"lr": 4e-4, "max_pairs_per_term": ALL_PAIRS}),
 }
 #: at most this many children of one parent join the GO sample (GO has parents with hundreds of children)
 FAMILY_MAX = 12
