@@ -98,7 +98,7 @@ def test_held_out_terms_are_withheld_from_training_entirely(ont):
         p = plan(corpus, PlanConfig(batch_size=8), seed=5, epoch=epoch)
         used = {corpus.term[r] for arr in (p.anchor, p.positive, p.negative) for r in arr.tolist()}
         assert used and not used & held
-        assert bank.shape[0] == len(corpus.texts)
+        assert bank.shape[0] == corpus.label_rows
 
 
 def test_holdout_queries_are_held_out_synonyms_capped_and_seeded(ont):
@@ -166,6 +166,33 @@ def test_mined_negatives_are_the_models_nearest_wrong_labels(ont):
     p = plan(corpus, PlanConfig(batch_size=8, model_negative_share=1.0), 5, 1, mined)
     i = [j for j in range(len(p.anchor)) if p.anchor[j] == heart[1]]
     assert not i or (p.negative[i[0]] == wing[0] and p.kind[i[0]] == 2)
+
+
+def test_definition_pairs_are_training_terms_definitions_and_change_nothing_else(ont):
+    """A share of the training terms' definitions join as anchors of their names; held-out terms' definitions are
+    not in the corpus; the synonym pairs are those of a run without; a definition is never a positive or a mined
+    negative."""
+    from search.ontology.encoder.pairs import anchors
+
+    t = LabelTable.of(ont, hierarchy=True)
+    parts = split(t, 0, **PARTS)
+    corpus = Corpus([t], [parts])
+    defined = {n for n, d in enumerate(t.definitions) if d}
+    assert defined and set(corpus.definition_row) == {n for n in defined if parts[n] == "train"}
+    assert corpus.label_rows == len(t.texts) and len(corpus.texts) == len(t.texts) + len(corpus.definition_row)
+    plain = anchors(corpus, PlanConfig(batch_size=8), 5, 0)
+    every = anchors(corpus, PlanConfig(batch_size=8, definition_share=1.0), 5, 0)
+    assert every[:len(plain)] == plain
+    assert sorted(every[len(plain):]) == sorted((row, t.labels_of[g][0]) for g, row in corpus.definition_row.items())
+    p = plan(corpus, PlanConfig(batch_size=8, definition_share=1.0), 5, 0)
+    assert {int(a) for a in p.anchor} >= set(corpus.definition_row.values())
+    assert max(int(r) for r in (*p.positive, *p.negative)) < corpus.label_rows
+    bank = np.random.default_rng(0).normal(size=(len(corpus.texts), 16)).astype(np.float32)
+    bank /= np.linalg.norm(bank, axis=1, keepdims=True)
+    mined = mine(corpus, bank.astype(np.float16), np.ones(len(corpus.texts), bool), [int(a) for a in p.anchor])
+    assert mined and all(r < corpus.label_rows for rows in mined.values() for r in rows)
+    assert corpus.pair_count(PlanConfig(definition_share=1.0)) == corpus.pair_count(PlanConfig()) + len(
+        corpus.definition_row)
 
 
 # ---- the MF rule and the fusion ---------------------------------------------------------------------------------

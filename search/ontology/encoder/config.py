@@ -18,7 +18,8 @@ DEV_FRACTION = 0.05
 BOUNDS = {"epochs": (0, 100), "batch_size": (2, 4096), "max_seq_length": (8, 512), "frozen_layers": (0, 64),
           "max_pairs_per_term": (1, 10_000)}
 #: the shares' bounds (inclusive): a share of a batch's anchors cannot pass 1
-SHARE_BOUNDS = {"synonym_positive_share": (0.0, 1.0), "model_negative_share": (0.0, 1.0)}
+SHARE_BOUNDS = {"synonym_positive_share": (0.0, 1.0), "model_negative_share": (0.0, 1.0),
+                "definition_share": (0.0, 1.0)}
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class TrainConfig:
     synonym_positive_share: float = 0.25
     model_negative_share: float = 0.5
     sibling_negatives: bool = True
+    definition_share: float = 0.0   # training terms whose definition is also an anchor (pairs.anchors; 0: none)
     split_seed: int = 0
     test_fraction: float = TEST_FRACTION
     dev_fraction: float = DEV_FRACTION
@@ -49,7 +51,7 @@ class TrainConfig:
             if not lo <= getattr(self, name) <= hi:
                 raise InvalidRequest(f"{name}: must be between {lo} and {hi}", details={"field": name})
         for name in ("lr", "warmup", "weight_decay", "scale", "synonym_positive_share", "model_negative_share",
-                     "test_fraction", "dev_fraction"):
+                     "definition_share", "test_fraction", "dev_fraction"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise InvalidRequest(f"{name}: must be a finite number ≥ 0", details={"field": name})

@@ -47,6 +47,7 @@ class LabelTable:
     term: list[int]                    # per label: its term number (into ids)
     k: list[int]                       # per label: 0 the name, k the k-th synonym
     parents: list[list[int]] = field(default_factory=list)   # per term: its is_a parents among the live terms
+    definitions: list[str] = field(default_factory=list)     # per term ("" for none); not labels, not in the digest
 
     @classmethod
     def of(cls, ontology: Ontology, hierarchy: bool = False) -> LabelTable:
@@ -57,11 +58,13 @@ class LabelTable:
         texts: list[str] = []
         term: list[int] = []
         ks: list[int] = []
+        defs: list[str] = []
         for i, tid in enumerate(cols["ids"]):
             if cols["obsolete"][i]:
                 continue
             t = len(ids)
             ids.append(tid)
+            defs.append(clean(cols["defs"][i] or ""))
             aspects.append(ASPECT_CODES.get(cols["namespaces"][i] or "", "-"))
             name = clean(cols["names"][i])
             seen = {_key(name)}
@@ -79,7 +82,7 @@ class LabelTable:
         if hierarchy:
             number = {tid: n for n, tid in enumerate(ids)}
             parents = [[number[p] for p in ontology.parents(tid, (IS_A,)) if p in number] for tid in ids]
-        return cls(ontology.name, ontology.data_version, ids, "".join(aspects), texts, term, ks, parents)
+        return cls(ontology.name, ontology.data_version, ids, "".join(aspects), texts, term, ks, parents, defs)
 
     @cached_property
     def digest(self) -> str:

@@ -5,6 +5,10 @@ label triples are trained on, in which batches.
   per epoch, so a term with 284 synonyms does not drown the rest and every synonym gets its turn over the epochs);
   the positive is the term's name, or, for ``synonym_positive_share`` of the anchors of terms with two or more
   synonyms, another of its synonyms (the leave-one-out case: a synonym found through a sibling synonym).
+- **Definitions** (``definition_share``, 0 by default): that share of the training terms that have a definition
+  also give the pair (definition → name), the definition as a row after every label row. A definition is never a
+  positive, a mined negative or a label: the vectors served are the labels'. Held-out terms' definitions are not in
+  the corpus at all.
 - **Negatives.** Every other positive and negative of the batch is an in-batch negative (multiple-negatives ranking
   loss). Each triple also carries one hard negative: from the second epoch on, for ``model_negative_share`` of the
   anchors, the label the model itself put nearest among other terms' labels (:func:`mine`, over the embeddings the
@@ -42,12 +46,13 @@ class PlanConfig:
     synonym_positive_share: float = 0.25
     model_negative_share: float = 0.5
     sibling_negatives: bool = True   # False: no sibling negatives (a random term instead: the curve's baseline)
+    definition_share: float = 0.0
 
     @classmethod
     def of(cls, cfg: TrainConfig) -> PlanConfig:
         """The plan's share of a training's settings."""
         return cls(cfg.batch_size, cfg.max_pairs_per_term, cfg.synonym_positive_share, cfg.model_negative_share,
-                   cfg.sibling_negatives)
+                   cfg.sibling_negatives, cfg.definition_share)
 
 
 class Corpus:
@@ -74,6 +79,16 @@ class Corpus:
             self.train_by_table.append(train)
         self.is_train = np.zeros(len(self.table_of_term), dtype=bool)
         self.is_train[self.train_terms] = True
+        #: rows below this are labels; above, training terms' definitions (:attr:`definition_row`)
+        self.label_rows = len(self.texts)
+        self.definition_row: dict[int, int] = {}
+        for n, table in enumerate(self.tables):
+            for t, text in enumerate(table.definitions):
+                g = self.first_term[n] + t
+                if text and self.is_train[g]:
+                    self.definition_row[g] = len(self.texts)
+                    self.texts.append(text)
+                    self.term.append(g)
         self.keys = [" ".join(t.casefold().split()) for t in self.texts]
 
     def siblings(self, g: int) -> list[int]:
@@ -89,8 +104,9 @@ class Corpus:
         return [r for g in self.train_terms for r in self.rows_of[g]]
 
     def pair_count(self, cfg: PlanConfig) -> int:
-        """Anchors per epoch."""
-        return sum(min(len(self.rows_of[g]) - 1, cfg.max_pairs_per_term) for g in self.train_terms)
+        """Anchors per epoch (the definitions' drawn share: about)."""
+        return (sum(min(len(self.rows_of[g]) - 1, cfg.max_pairs_per_term) for g in self.train_terms)
+                + round(cfg.definition_share * len(self.definition_row)))
 
 
 @dataclass
@@ -121,6 +137,10 @@ def anchors(corpus: Corpus, cfg: PlanConfig, seed: int, epoch: int) -> list[tupl
             others = [r for r in syns if r != a]
             use_syn = others and rng.random() < cfg.synonym_positive_share
             out.append((a, rng.choice(others) if use_syn else rows[0]))
+    if cfg.definition_share > 0:   # a draw of its own, so the synonym pairs stay those of a run without
+        rng = random.Random(f"definitions\x00{seed}\x00{epoch}")
+        out += [(row, corpus.rows_of[g][0]) for g, row in corpus.definition_row.items()
+                if rng.random() < cfg.definition_share]
     return out
 
 
@@ -194,8 +214,8 @@ def mine(corpus: Corpus, bank: np.ndarray, present: np.ndarray, wanted: Sequence
          chunk: int = 256) -> dict[int, list[int]]:
     """For each anchor row in ``wanted`` (whose own vector is in the bank, else its term's name's), the ``depth``
     nearest bank rows of other terms, best first. ``bank`` holds unit vectors of the rows where ``present``; rows of
-    held-out terms are never in it."""
-    cand = np.flatnonzero(present)
+    held-out terms and definitions are never candidates."""
+    cand = np.flatnonzero(present[: corpus.label_rows])   # labels only: a definition is never a negative
     if not len(cand) or not len(wanted):
         return {}
     cand_term = np.asarray(corpus.term, dtype=np.int64)[cand]
