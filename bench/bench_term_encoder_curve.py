@@ -127,7 +127,8 @@ def main() -> None:
         base_cfg = TrainConfig(ontologies=tuple(names))
         tables, about = load_tables(args.data, names, args.go_terms, args.sample_seed, work / "cache")
         splits = [split(t, base_cfg.split_seed, base_cfg.test_fraction, base_cfg.dev_fraction) for t in tables]
-        data = Data(tables, splits, Corpus(tables, splits))
+        defs = any(curve.variant(p, base_cfg).definition_share > 0 for p in points)
+        data = Data(tables, splits, Corpus(tables, splits, definitions=defs))
         for o, s in zip(names, splits, strict=True):
             about[o]["split_terms"] = {k: s.count(k) for k in ("train", "dev", "test")}
         print(f"subset: {json.dumps(about)}", flush=True)

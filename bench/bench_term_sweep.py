@@ -54,15 +54,13 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.weights is None:
-        sys.path.insert(0, str(ROOT))
-        from search.ontology.encoder.holdout import WEIGHTS
-
-        args.weights = list(WEIGHTS)
-    if args.child:
+    if args.child:   # the parent passes the grid
         return child(args.data_dir, args.weights)
     sys.path.insert(0, str(ROOT))
     from bench.common import archive_ref
+    from search.ontology.encoder.holdout import WEIGHTS
+
+    args.weights = args.weights or list(WEIGHTS)
 
     out: dict[str, dict] = {}
     load0 = os.getloadavg()

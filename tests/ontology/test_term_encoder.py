@@ -176,7 +176,8 @@ def test_definition_pairs_are_training_terms_definitions_and_change_nothing_else
 
     t = LabelTable.of(ont, hierarchy=True)
     parts = split(t, 0, **PARTS)
-    corpus = Corpus([t], [parts])
+    assert not Corpus([t], [parts]).definition_row   # a training without definition pairs: no rows for them
+    corpus = Corpus([t], [parts], definitions=True)
     defined = {n for n, d in enumerate(t.definitions) if d}
     assert defined and set(corpus.definition_row) == {n for n in defined if parts[n] == "train"}
     assert corpus.label_rows == len(t.texts) and len(corpus.texts) == len(t.texts) + len(corpus.definition_row)

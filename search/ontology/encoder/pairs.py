@@ -56,9 +56,11 @@ class PlanConfig:
 
 
 class Corpus:
-    """The training side of several label tables, as one numbering of label rows (table by table)."""
+    """The training side of several label tables, as one numbering of label rows (table by table); with
+    ``definitions``, the training terms' definitions as rows after them (a training with ``definition_share`` > 0:
+    otherwise they would only grow the embedding bank and its checkpoints)."""
 
-    def __init__(self, tables: Sequence[LabelTable], splits: Sequence[Sequence[str]]):
+    def __init__(self, tables: Sequence[LabelTable], splits: Sequence[Sequence[str]], definitions: bool = False):
         self.tables = list(tables)
         self.texts: list[str] = []
         self.term: list[int] = []          # per row: its global term number
@@ -82,7 +84,7 @@ class Corpus:
         #: rows below this are labels; above, training terms' definitions (:attr:`definition_row`)
         self.label_rows = len(self.texts)
         self.definition_row: dict[int, int] = {}
-        for n, table in enumerate(self.tables):
+        for n, table in enumerate(self.tables if definitions else ()):   # only for a training that pairs them
             for t, text in enumerate(table.definitions):
                 g = self.first_term[n] + t
                 if text and self.is_train[g]:

@@ -227,7 +227,7 @@ def load_data(terms: TermService, cfg: TrainConfig) -> Data:
                            "first (the encoder trains on the indexed ontologies' names and synonyms)")
     tables = [LabelTable.of(terms.ontology(n), hierarchy=True) for n in names]
     splits = [split(t, cfg.split_seed, cfg.test_fraction, cfg.dev_fraction) for t in tables]
-    return Data(tables, splits, Corpus(tables, splits))
+    return Data(tables, splits, Corpus(tables, splits, definitions=cfg.definition_share > 0))
 
 
 def _base_model() -> tuple[str, str]:
