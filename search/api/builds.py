@@ -62,10 +62,15 @@ def abort_build(collection: str, build_id: str, request: Request) -> dict:
 
 #: the synchronous API build is for small (IR test) collections; bigger ones use `flysift index dense`
 API_DENSE_MAX_PASSAGES = 50_000
+#: passages embedded per batch over the API: the schema says so, and a caller cannot ask for one batch of 50,000
+#: (activations of that size would take the server's memory; twice the CUDA default is plenty)
+API_DENSE_MAX_BATCH = 1024
 
 
 @router.post("/collections/{collection}/dense")
-def create_dense(collection: str, search: Search, batch_size: int = 64) -> dict:
+def create_dense(collection: str, search: Search,
+                 batch_size: Annotated[int, Query(ge=1, le=API_DENSE_MAX_BATCH,
+                                                  description="Passages embedded per batch")] = 64) -> dict:
     """Embed the published build's passages and write its dense index (synchronously: small collections only).
     Returns the index's meta (model, dim, count, timings)."""
     search.dense(collection)  # validates the name, and that the engine can hold a dense index

@@ -45,6 +45,18 @@ def test_a_session_budget_of_true_is_refused(served):
     _error(c.post("/v1/sessions", json={"gene": "Dl", "max_papers": True}), 422)
 
 
+@pytest.mark.parametrize("batch", ["0", "-17179869185", "1025", str(2 ** 70)])
+def test_a_dense_build_batch_outside_its_declared_bounds_is_refused_before_any_work(served, batch):
+    """The bounds are in the OpenAPI schema (schemathesis found a schema-valid 0 refused by the handler), and no
+    caller can ask for one batch of every passage."""
+    c, _ = served
+    err = _error(c.post(f"/v1/collections/default/dense?batch_size={batch}"), 422)
+    assert err["code"] == "invalid_request" and len(json.dumps(err)) < 1000
+    param = next(p for p in c.get("/openapi.json").json()["paths"]["/v1/collections/{collection}/dense"]["post"]
+                 ["parameters"] if p["name"] == "batch_size")
+    assert param["schema"]["minimum"] == 1 and param["schema"]["maximum"] == 1024
+
+
 @pytest.mark.parametrize("name", ["lab1\n", "lab1\r\n", "\nlab1", "lab 1", ""])
 def test_team_names_are_matched_in_full(name):
     with pytest.raises(InvalidRequest):
