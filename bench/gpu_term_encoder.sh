@@ -7,8 +7,8 @@
 #   bash bench/gpu_term_encoder.sh ONTOLOGY_DIR      # a folder with go-basic.obo.gz, fbbt-2013-07-26.obo, fbdv.obo
 #   TRAIN_ARGS="--max-pairs-per-term 10000 --epochs 3" bash bench/gpu_term_encoder.sh ONTOLOGY_DIR
 #
-# TRAIN_ARGS: more `flysift train term-encoder` flags, for the settings the CPU cannot afford in its 90 minutes
-# (every synonym of every term, a third epoch: docs/ontologies.md, "Training curve").
+# TRAIN_ARGS: more `flysift train term-encoder` flags, for settings past the CPU default (every synonym of every
+# term: about an hour on a 2-core bfloat16 CPU, better on GO; a third epoch: docs/ontologies.md, "Term encoder").
 #
 # Python: the first of $PYTHON, .venv/bin/python, python3 that imports torch, sentence_transformers, onnxruntime and the packaged model, else a
 # virtualenv under $WORK with this working tree and the dense extra (bench/gpu_env.sh). Writes only under $WORK
