@@ -54,7 +54,7 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def gather(data_dir: Path, folder: Path, manifest: dict[str, Any], ont: Any, batch: Sequence[tuple[str, str]],
+def gather(folder: Path, manifest: dict[str, Any], ont: Any, batch: Sequence[tuple[str, str]],
            k: int, work: Path) -> list[Row]:
     """Each strict query's fused top ``k`` at the version's weight, over one cut index of ``batch``'s terms."""
     from search.ontology.encoder import fusion, holdout
@@ -92,7 +92,7 @@ class CrossEncoder:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        self.torch = torch
+        self.torch, self.path = torch, path
         self.tok = AutoTokenizer.from_pretrained(path)
         self.base = AutoModel.from_pretrained(path, **({"attn_implementation": attention} if attention else {}))
         self.head = torch.nn.Linear(self.base.config.hidden_size, 1)
@@ -151,7 +151,7 @@ def groups_of(rows: list[TrainRow], names: dict[str, dict[str, str]], ids: dict[
 
 def train(ce: CrossEncoder, groups: list[tuple[str, list[str]]], args: argparse.Namespace) -> dict[str, Any]:
     """Softmax over each group, the answer at index 0."""
-    from search.ontology.encoder.train import cpu_has_bf16
+    from search.ontology.encoder.train import Amp, lr_at, resolve_precision
 
     torch = ce.torch
     base, head = ce.params()
@@ -159,8 +159,8 @@ def train(ce: CrossEncoder, groups: list[tuple[str, list[str]]], args: argparse.
                             weight_decay=0.01)
     steps_per_epoch = -(-len(groups) // args.batch)
     total = steps_per_epoch * args.epochs
-    warm = max(1, int(0.05 * total))
-    bf16 = cpu_has_bf16()
+    precision = resolve_precision("cpu", "auto")
+    amp = Amp("cpu", precision)
     ce.base.train()
     w0, c0 = time.perf_counter(), cpu_s()
     losses: list[float] = []
@@ -170,13 +170,12 @@ def train(ce: CrossEncoder, groups: list[tuple[str, list[str]]], args: argparse.
         random.Random(args.seed + epoch).shuffle(order)
         for s in range(0, len(order), args.batch):
             part = [groups[i] for i in order[s:s + args.batch]]
-            scale = (step + 1) / warm if step < warm else max(0.0, (total - step) / max(1, total - warm))
             for g, base_lr in zip(opt.param_groups, (args.lr, args.lr * 10), strict=True):
-                g["lr"] = base_lr * scale
+                g["lr"] = lr_at(step, total, base_lr, 0.05)
             qs = [q for q, names in part for _ in names]
             ns = [n for _, names in part for n in names]
             torch.manual_seed(args.seed * 1_000_003 + step)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with amp.autocast():
                 logits = ce.scores(qs, ns).view(len(part), -1)
             loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(part), dtype=torch.long))
             loss.backward()
@@ -189,7 +188,7 @@ def train(ce: CrossEncoder, groups: list[tuple[str, list[str]]], args: argparse.
                 print(f"  step {step}/{total} epoch {epoch + 1}: loss {statistics.mean(losses[-50:]):.3f}, "
                       f"{time.perf_counter() - w0:.0f} s wall, {cpu_s() - c0:.0f} s CPU", flush=True)
     ce.base.eval()
-    return {"steps": total, "groups": len(groups), "group": args.group, "bf16": bf16,
+    return {"steps": total, "groups": len(groups), "group": args.group, "precision": precision,
             "wall_s": time.perf_counter() - w0, "cpu_s": cpu_s() - c0,
             "loss_first_50": statistics.mean(losses[:50]), "loss_last_50": statistics.mean(losses[-50:])}
 
@@ -224,7 +223,7 @@ class OnnxScorer:
 
         from search.engines.dense import ONNX_OPSET
 
-        eager = CrossEncoder(model_name_of(ce), attention="eager")   # SDPA's exported graph runs slowly
+        eager = CrossEncoder(ce.path, attention="eager")   # SDPA's exported graph runs slowly
         eager.base.load_state_dict(ce.base.state_dict())
         eager.head.load_state_dict(ce.head.state_dict())
         eager.base.eval()
@@ -264,10 +263,6 @@ class OnnxScorer:
         return self.session.run(None, feed)[0]
 
 
-def model_name_of(ce: CrossEncoder) -> str:
-    return str(ce.base.config._name_or_path)
-
-
 def figures(rows: list[Row], ranked: list[list[str]] | None = None) -> dict[str, float]:
     n = max(1, len(rows))
     lists = ranked if ranked is not None else [r[2] for r in rows]
@@ -281,6 +276,8 @@ def score_cost(ce: CrossEncoder | OnnxScorer, rows: list[Row], names: dict[str, 
     """Median and p99 wall and CPU ms to score one query's candidates on one thread (torch float32 or ONNX)."""
     import torch
 
+    from bench.common import percentile
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     walls, cpus = [], []
@@ -291,9 +288,8 @@ def score_cost(ce: CrossEncoder | OnnxScorer, rows: list[Row], names: dict[str, 
             walls.append((time.perf_counter() - w) * 1000)
             cpus.append((cpu_s() - c) * 1000)
     torch.set_num_threads(threads)
-    walls.sort()
-    return {"wall_ms_p50": statistics.median(walls), "cpu_ms_p50": statistics.median(cpus),
-            "wall_ms_p99": walls[min(len(walls) - 1, int(0.99 * len(walls)))], "queries": len(walls)}
+    return {"wall_ms_p50": percentile(walls, 50), "cpu_ms_p50": percentile(cpus, 50),
+            "wall_ms_p99": percentile(walls, 99), "queries": len(walls)}
 
 
 def main() -> None:
@@ -353,7 +349,7 @@ def main() -> None:
         if args.test:
             evals["test"] = {n: holdout.queries(o, manifest, "test", args.go_sample_test, args.seed)
                              for n, o in onts.items()}
-        rows = {split: {n: gather(args.data_dir, folder, manifest, onts[n], b, args.k, work) for n, b in per.items()}
+        rows = {split: {n: gather(folder, manifest, onts[n], b, args.k, work) for n, b in per.items()}
                 for split, per in evals.items()}
         print(f"evaluation candidates gathered: {time.perf_counter() - w0:.0f} s wall, {cpu_s() - c0:.0f} s CPU",
               flush=True)
@@ -364,8 +360,8 @@ def main() -> None:
             train_rows: list[TrainRow] = []
             for n, o in onts.items():
                 batch = training_batch(o, manifest, args.train_go if n == "go" else args.train_other, args.seed)
-                train_rows += [(n, q, t, c) for q, t, c, _ in gather(args.data_dir, folder, manifest, o, batch,
-                                                                      args.train_k, work)]
+                train_rows += [(n, q, t, c) for q, t, c, _ in gather(folder, manifest, o, batch, args.train_k,
+                                                                      work)]
             out["gather_train"] = {"queries": len(train_rows), "wall_s": time.perf_counter() - w0,
                                    "cpu_s": cpu_s() - c0}
             print(f"training candidates gathered: {len(train_rows)} queries, {out['gather_train']['wall_s']:.0f} s "
